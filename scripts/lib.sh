@@ -45,8 +45,11 @@ export_to() {
 		-o "$out" "$BASE_TAG..HEAD" >/dev/null
 }
 
+# Uncommitted work in the tree: changes, and new files whether or not a
+# .gitignore matches them (builds are out of tree, so an ignored file in
+# the tree is one somebody made).
 tree_dirty() {
-	tgit status --porcelain --untracked-files=normal
+	tgit status --porcelain --untracked-files=all --ignored=matching
 }
 
 SYNC_FILE() { echo "$TREE/.git/mmap3-synced"; }
