@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// A thin C++17 layer over perfjit.h: an owning session, errors as
+// std::error_code.
+#ifndef PERFJIT_HPP
+#define PERFJIT_HPP
+
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "perfjit.h"
+
+namespace perfjit {
+
+struct SessionDeleter {
+	void operator()(perfjit_session *s) const noexcept { perfjit_close(s); }
+};
+
+inline std::error_code make_error(int err) noexcept
+{
+	return {-err, std::generic_category()};
+}
+
+class Session {
+public:
+	// Opens a session; check ok() or error().
+	explicit Session(const perfjit_options *opts = nullptr) noexcept
+	{
+		perfjit_session *s = nullptr;
+
+		err_ = perfjit_open(opts, &s);
+		session_.reset(s);
+	}
+
+	bool ok() const noexcept { return err_ == 0; }
+	std::error_code error() const noexcept { return make_error(err_); }
+	int mode() const noexcept { return perfjit_mode(session_.get()); }
+
+	std::error_code load(const perfjit_code &code) noexcept
+	{
+		return make_error(perfjit_load(session_.get(), &code));
+	}
+	std::error_code load(const std::string &name, const void *addr, size_t len,
+			     uint32_t generation = 0) noexcept
+	{
+		perfjit_code code{};
+
+		code.size = sizeof(code);
+		code.generation = generation;
+		code.name = name.c_str();
+		code.addr = addr;
+		code.len = len;
+		return load(code);
+	}
+	std::error_code unload(const void *addr) noexcept
+	{
+		return make_error(perfjit_unload(session_.get(), addr));
+	}
+	std::error_code move(const void *from, const void *to) noexcept
+	{
+		return make_error(perfjit_move(session_.get(), from, to));
+	}
+	perfjit_session *get() const noexcept { return session_.get(); }
+
+private:
+	std::unique_ptr<perfjit_session, SessionDeleter> session_;
+	int err_ = 0;
+};
+
+} // namespace perfjit
+
+#endif

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "fallback.hpp"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+#include <ctime>
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <vector>
+
+namespace perfjit {
+
+uint64_t monotonic_ns()
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
+}
+
+int PerfMap::open(const std::string &dir)
+{
+	path_ = dir + "/perf-" + std::to_string(getpid()) + ".map";
+	file_.reset(fopen(path_.c_str(), "ae"));
+	return file_ ? 0 : -errno;
+}
+
+int PerfMap::load(uint64_t addr, uint64_t len, const std::string &name)
+{
+	if (!file_)
+		return -EBADF;
+	// One line at a time, flushed: perf reads the file after the process
+	// may have died.
+	if (fprintf(file_.get(), "%" PRIx64 " %" PRIx64 " %s\n", addr, len, name.c_str()) < 0 ||
+	    fflush(file_.get()))
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+namespace {
+
+constexpr uint32_t kJitdumpMagic = 0x4A695444; // "JiTD"
+
+enum : uint32_t {
+	JIT_CODE_LOAD = 0,
+	JIT_CODE_MOVE = 1,
+	JIT_CODE_DEBUG_INFO = 2,
+	JIT_CODE_CLOSE = 3,
+};
+
+struct JitHeader {
+	uint32_t magic;
+	uint32_t version;
+	uint32_t total_size;
+	uint32_t elf_mach;
+	uint32_t pad1;
+	uint32_t pid;
+	uint64_t timestamp;
+	uint64_t flags;
+};
+
+struct JitRecordHeader {
+	uint32_t id;
+	uint32_t total_size;
+	uint64_t timestamp;
+};
+
+struct JitCodeLoad {
+	JitRecordHeader p;
+	uint32_t pid;
+	uint32_t tid;
+	uint64_t vma;
+	uint64_t code_addr;
+	uint64_t code_size;
+	uint64_t code_index;
+};
+
+struct JitCodeMove {
+	JitRecordHeader p;
+	uint32_t pid;
+	uint32_t tid;
+	uint64_t vma;
+	uint64_t old_code_addr;
+	uint64_t new_code_addr;
+	uint64_t code_size;
+	uint64_t code_index;
+};
+
+struct JitCodeDebugInfo {
+	JitRecordHeader p;
+	uint64_t code_addr;
+	uint64_t nr_entry;
+};
+
+uint32_t gettid32()
+{
+	return static_cast<uint32_t>(syscall(SYS_gettid));
+}
+
+} // namespace
+
+Jitdump::~Jitdump()
+{
+	close();
+}
+
+int Jitdump::open(const std::string &dir)
+{
+	int err = mkdir_p(dir);
+
+	if (err)
+		return err;
+	path_ = dir + "/jit-" + std::to_string(getpid()) + ".dump";
+	fd_.reset(::open(path_.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644));
+	if (!fd_)
+		return -errno;
+
+	JitHeader h{};
+	h.magic = kJitdumpMagic;
+	h.version = 1;
+	h.total_size = sizeof(h);
+	h.elf_mach = EM_X86_64;
+	h.pid = getpid();
+	h.timestamp = monotonic_ns();
+	err = write_record(&h, sizeof(h));
+	if (err)
+		return err;
+
+	// The marker perf record sees as an MMAP of this file.
+	marker_len_ = sysconf(_SC_PAGESIZE);
+	marker_ = mmap(nullptr, marker_len_, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd_.get(), 0);
+	if (marker_ == MAP_FAILED) {
+		marker_ = nullptr;
+		return -errno;
+	}
+	return 0;
+}
+
+int Jitdump::write_record(const void *rec, size_t len, const void *tail, size_t tail_len)
+{
+	std::vector<uint8_t> buf(static_cast<const uint8_t *>(rec),
+				 static_cast<const uint8_t *>(rec) + len);
+
+	if (tail_len)
+		buf.insert(buf.end(), static_cast<const uint8_t *>(tail),
+			   static_cast<const uint8_t *>(tail) + tail_len);
+	// One write() per record, so that records of concurrent sessions never
+	// interleave within a record.
+	const ssize_t n = write(fd_.get(), buf.data(), buf.size());
+
+	if (n < 0)
+		return -errno;
+	return static_cast<size_t>(n) == buf.size() ? 0 : -ENOSPC;
+}
+
+int Jitdump::write_debug_info(uint64_t addr, const CodeImage &image)
+{
+	std::vector<uint8_t> entries;
+
+	for (const auto &row : image.lines) {
+		const uint64_t entry_addr = addr + row.offset;
+		const int32_t lineno = static_cast<int32_t>(row.line);
+		const int32_t discrim = 0;
+		const auto put = [&entries](const void *p, size_t n) {
+			entries.insert(entries.end(), static_cast<const uint8_t *>(p),
+				       static_cast<const uint8_t *>(p) + n);
+		};
+
+		put(&entry_addr, sizeof(entry_addr));
+		put(&lineno, sizeof(lineno));
+		put(&discrim, sizeof(discrim));
+		put(image.source_file.c_str(), image.source_file.size() + 1);
+	}
+
+	JitCodeDebugInfo rec{};
+	rec.p.id = JIT_CODE_DEBUG_INFO;
+	rec.p.total_size = sizeof(rec) + entries.size();
+	rec.p.timestamp = monotonic_ns();
+	rec.code_addr = addr;
+	rec.nr_entry = image.lines.size();
+	return write_record(&rec, sizeof(rec), entries.data(), entries.size());
+}
+
+int Jitdump::load(uint64_t addr, const CodeImage &image, uint64_t &index)
+{
+	if (!fd_)
+		return -EBADF;
+	if (!image.lines.empty()) {
+		int err = write_debug_info(addr, image);
+
+		if (err)
+			return err;
+	}
+
+	std::vector<uint8_t> tail(image.name.begin(), image.name.end());
+	tail.push_back('\0');
+	tail.insert(tail.end(), image.code.begin(), image.code.end());
+
+	JitCodeLoad rec{};
+	rec.p.id = JIT_CODE_LOAD;
+	rec.p.total_size = sizeof(rec) + tail.size();
+	rec.p.timestamp = monotonic_ns();
+	rec.pid = getpid();
+	rec.tid = gettid32();
+	rec.vma = addr;
+	rec.code_addr = addr;
+	rec.code_size = image.code.size();
+	rec.code_index = index = code_index_++;
+	return write_record(&rec, sizeof(rec), tail.data(), tail.size());
+}
+
+int Jitdump::move(uint64_t from, uint64_t to, uint64_t len, uint64_t index)
+{
+	if (!fd_)
+		return -EBADF;
+
+	JitCodeMove rec{};
+	rec.p.id = JIT_CODE_MOVE;
+	rec.p.total_size = sizeof(rec);
+	rec.p.timestamp = monotonic_ns();
+	rec.pid = getpid();
+	rec.tid = gettid32();
+	rec.vma = to;
+	rec.old_code_addr = from;
+	rec.new_code_addr = to;
+	rec.code_size = len;
+	rec.code_index = index;
+	return write_record(&rec, sizeof(rec));
+}
+
+int Jitdump::close()
+{
+	int err = 0;
+
+	if (fd_) {
+		JitRecordHeader rec{JIT_CODE_CLOSE, sizeof(JitRecordHeader), monotonic_ns()};
+
+		err = write_record(&rec, sizeof(rec));
+	}
+	if (marker_)
+		munmap(marker_, marker_len_);
+	marker_ = nullptr;
+	fd_.reset();
+	return err;
+}
+
+} // namespace perfjit

@@ -1,0 +1,462 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The session behind the C API: mode selection, announcements, the table of
+// live code, fork safety.
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <linux/perf_event.h>
+#include <map>
+#include <mutex>
+#include <new>
+#include <pthread.h>
+#include <string>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fallback.hpp"
+#include "perfjit.h"
+#include "side_file.hpp"
+#include "uapi.hpp"
+#include "util.hpp"
+
+namespace {
+
+using namespace perfjit;
+
+// Bumped in every child after fork(): a session compares it with the value
+// it saw last to notice that it now lives in a child.
+std::atomic<unsigned> g_fork_generation{0};
+std::once_flag g_atfork_once;
+
+void atfork_child()
+{
+	g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::string home_dir(const char *sub)
+{
+	const char *home = getenv("HOME");
+
+	return std::string(home && home[0] ? home : "/tmp") + sub;
+}
+
+struct Region {
+	CodeImage image;
+	BuildId id{};
+	bool stored = false;	  // side file written
+	uint64_t jitdump_index = 0;
+};
+
+} // namespace
+
+struct perfjit_session {
+	std::mutex lock;
+	int mode = PERFJIT_MODE_CODE_REGION;
+	std::string buildid_dir;
+	std::string jitdump_dir;
+	UniqueFd perf_fd;
+	bool recording = false;
+	unsigned fork_generation = 0;
+	std::map<uint64_t, Region> regions;
+	PerfMap perf_map;
+	Jitdump jitdump;
+
+	int open(const perfjit_options &opts);
+	int reopen_after_fork();
+	int open_fallback(int which);
+	int announce(uint64_t addr, const Region &r, bool unload);
+	int store(Region &r);
+	int load(const perfjit_code &code);
+	int unload(uint64_t addr);
+	int move(uint64_t from, uint64_t to);
+	int check_fork();
+};
+
+namespace {
+
+// A dummy software event on the calling thread's process: the fd the ioctl
+// is issued on. -errno if perf events are not available.
+int open_perf_fd(UniqueFd &fd)
+{
+	perf_event_attr attr{};
+
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_DUMMY;
+	attr.exclude_kernel = 1;
+	attr.exclude_hv = 1;
+	fd.reset(static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1,
+					  PERF_FLAG_FD_CLOEXEC)));
+	return fd ? 0 : -errno;
+}
+
+// Whether the kernel knows the ioctl: a structure too small for any version
+// is -EINVAL where it does, -ENOTTY where it does not.
+bool has_code_region_ioctl(int fd)
+{
+	uapi::perf_code_region region{};
+
+	region.size = 0;
+	return ioctl(fd, uapi::PERF_EVENT_IOC_CODE_REGION, &region) < 0 && errno == EINVAL;
+}
+
+} // namespace
+
+int perfjit_session::open_fallback(int which)
+{
+	mode = which;
+	if (which == PERFJIT_MODE_JITDUMP)
+		return jitdump.open(jitdump_dir);
+	return perf_map.open();
+}
+
+int perfjit_session::open(const perfjit_options &opts)
+{
+	const char *env = getenv("PERF_BUILDID_DIR");
+
+	if (opts.buildid_dir)
+		buildid_dir = opts.buildid_dir;
+	else if (env && env[0])
+		buildid_dir = env;
+	else
+		buildid_dir = home_dir("/.debug");
+	env = getenv("JITDUMPDIR");
+	if (opts.jitdump_dir)
+		jitdump_dir = opts.jitdump_dir;
+	else if (env && env[0])
+		jitdump_dir = env;
+	else
+		jitdump_dir = home_dir("/.debug/jit");
+	fork_generation = g_fork_generation.load(std::memory_order_relaxed);
+
+	const int fallback = opts.fallback ? static_cast<int>(opts.fallback) : static_cast<int>(PERFJIT_MODE_PERF_MAP);
+	if (fallback != PERFJIT_MODE_PERF_MAP && fallback != PERFJIT_MODE_JITDUMP)
+		return -EINVAL;
+
+	switch (opts.mode) {
+	case PERFJIT_MODE_PERF_MAP:
+	case PERFJIT_MODE_JITDUMP:
+		return open_fallback(opts.mode);
+	case PERFJIT_MODE_AUTO:
+	case PERFJIT_MODE_CODE_REGION: {
+		// PERFJIT_NO_CODE_REGION=1 pretends the kernel lacks the ioctl.
+		const char *no = getenv("PERFJIT_NO_CODE_REGION");
+		const bool simulate_old = no && no[0] && strcmp(no, "0") != 0;
+		int err = simulate_old ? -ENOTTY : open_perf_fd(perf_fd);
+
+		if (!err && !has_code_region_ioctl(perf_fd.get()))
+			err = -EOPNOTSUPP;
+		if (!err) {
+			mode = PERFJIT_MODE_CODE_REGION;
+			return 0;
+		}
+		perf_fd.reset();
+		if (opts.mode == PERFJIT_MODE_CODE_REGION)
+			return -EOPNOTSUPP;
+		return open_fallback(fallback);
+	}
+	default:
+		return -EINVAL;
+	}
+}
+
+// In a child after fork(): its own perf event and its own fallback files,
+// never the parent's.
+int perfjit_session::check_fork()
+{
+	const unsigned gen = g_fork_generation.load(std::memory_order_relaxed);
+
+	if (gen == fork_generation)
+		return 0;
+	fork_generation = gen;
+	recording = false;
+	for (auto &kv : regions)
+		kv.second.stored = false;
+	switch (mode) {
+	case PERFJIT_MODE_CODE_REGION:
+		perf_fd.reset();
+		return open_perf_fd(perf_fd);
+	case PERFJIT_MODE_JITDUMP:
+		jitdump.close();
+		return jitdump.open(jitdump_dir);
+	default:
+		return perf_map.open();
+	}
+}
+
+int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
+{
+	uapi::perf_code_region region{};
+
+	region.size = sizeof(region);
+	region.flags = unload ? uapi::PERF_CODE_REGION_UNLOAD : 0;
+	region.addr = addr;
+	region.len = r.image.code.size();
+	region.pgoff = kTextOffset;
+	region.name = reinterpret_cast<uintptr_t>(r.image.name.c_str());
+	region.build_id_size = r.id.size();
+	memcpy(region.build_id, r.id.data(), r.id.size());
+
+	const int ret = ioctl(perf_fd.get(), uapi::PERF_EVENT_IOC_CODE_REGION, &region);
+	return ret < 0 ? -errno : ret;
+}
+
+int perfjit_session::store(Region &r)
+{
+	if (r.stored)
+		return 0;
+	int err = store_side_file(buildid_dir, r.image, r.id);
+	if (!err)
+		r.stored = true;
+	return err;
+}
+
+int perfjit_session::load(const perfjit_code &code)
+{
+	const uint64_t addr = reinterpret_cast<uintptr_t>(code.addr);
+	Region r;
+	int err = CodeImage::from(code, r.image);
+
+	if (err)
+		return err;
+	if (r.image.name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (regions.count(addr))
+		return -EEXIST;
+
+	switch (mode) {
+	case PERFJIT_MODE_PERF_MAP:
+		err = perf_map.load(addr, r.image.code.size(), r.image.name);
+		break;
+	case PERFJIT_MODE_JITDUMP:
+		err = jitdump.load(addr, r.image, r.jitdump_index);
+		break;
+	default: {
+		r.id = build_id_of(r.image);
+		// The ioctl first: while nobody records, no side file is written.
+		const int taken = announce(addr, r, false);
+
+		if (taken < 0)
+			return taken;
+		if (taken > 0) {
+			err = store(r);
+			if (!recording) {
+				// A recorder appeared: it has not seen the code loaded
+				// before, so store and announce that too.
+				for (auto &kv : regions) {
+					if (!err)
+						err = store(kv.second);
+					const int t = err ? 0 : announce(kv.first, kv.second, false);
+
+					if (t < 0)
+						err = t;
+				}
+			}
+		}
+		recording = taken > 0;
+		break;
+	}
+	}
+	if (err)
+		return err;
+	regions.emplace(addr, std::move(r));
+	return 0;
+}
+
+int perfjit_session::unload(uint64_t addr)
+{
+	auto it = regions.find(addr);
+
+	if (it == regions.end())
+		return -ENOENT;
+	if (mode == PERFJIT_MODE_CODE_REGION) {
+		const int taken = announce(addr, it->second, true);
+
+		if (taken < 0)
+			return taken;
+		recording = taken > 0;
+	}
+	// perf-PID.map cannot express an unload; jitdump has no record for it.
+	regions.erase(it);
+	return 0;
+}
+
+int perfjit_session::move(uint64_t from, uint64_t to)
+{
+	auto it = regions.find(from);
+
+	if (it == regions.end())
+		return -ENOENT;
+	if (regions.count(to))
+		return -EEXIST;
+
+	Region r = it->second;
+	int err = 0;
+	switch (mode) {
+	case PERFJIT_MODE_PERF_MAP:
+		err = perf_map.load(to, r.image.code.size(), r.image.name);
+		break;
+	case PERFJIT_MODE_JITDUMP:
+		err = jitdump.move(from, to, r.image.code.size(), r.jitdump_index);
+		break;
+	default: {
+		// Same code, same side file: only the address changes.
+		int taken = announce(to, r, false);
+
+		if (taken >= 0) {
+			if (taken > 0)
+				err = store(r);
+			taken = announce(from, it->second, true);
+		}
+		if (taken < 0)
+			return taken;
+		recording = taken > 0;
+		break;
+	}
+	}
+	if (err)
+		return err;
+	regions.erase(it);
+	regions.emplace(to, std::move(r));
+	return 0;
+}
+
+namespace {
+
+// Runs @fn on a live session under its lock, turning exceptions into errors:
+// none crosses the C boundary.
+template <typename Fn> int locked(perfjit_session *s, Fn &&fn)
+{
+	if (!s)
+		return -EINVAL;
+	try {
+		std::lock_guard<std::mutex> guard(s->lock);
+		int err = s->check_fork();
+
+		return err ? err : fn();
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	} catch (...) {
+		return -EIO;
+	}
+}
+
+} // namespace
+
+extern "C" {
+
+int perfjit_open(const perfjit_options *opts, perfjit_session **session)
+{
+	perfjit_options defaults{};
+
+	if (!session)
+		return -EINVAL;
+	*session = nullptr;
+	if (opts && (opts->size < sizeof(perfjit_options) || opts->__reserved))
+		return -EINVAL;
+	try {
+		std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, atfork_child); });
+		auto s = std::make_unique<perfjit_session>();
+		int err = s->open(opts ? *opts : defaults);
+
+		if (err)
+			return err;
+		*session = s.release();
+		return 0;
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	} catch (...) {
+		return -EIO;
+	}
+}
+
+int perfjit_load(perfjit_session *session, const perfjit_code *code)
+{
+	if (!code)
+		return -EINVAL;
+	return locked(session, [&] { return session->load(*code); });
+}
+
+int perfjit_unload(perfjit_session *session, const void *addr)
+{
+	return locked(session, [&] { return session->unload(reinterpret_cast<uintptr_t>(addr)); });
+}
+
+int perfjit_move(perfjit_session *session, const void *from, const void *to)
+{
+	if (!to)
+		return -EINVAL;
+	return locked(session, [&] {
+		return session->move(reinterpret_cast<uintptr_t>(from), reinterpret_cast<uintptr_t>(to));
+	});
+}
+
+void perfjit_close(perfjit_session *session)
+{
+	// The destructor closes the fd and finishes the jitdump file.
+	std::unique_ptr<perfjit_session> owned(session);
+}
+
+int perfjit_mode(const perfjit_session *session)
+{
+	return session ? session->mode : -EINVAL;
+}
+
+int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20])
+{
+	if (!build_id)
+		return -EINVAL;
+	return locked(session, [&] {
+		auto it = session->regions.find(reinterpret_cast<uintptr_t>(addr));
+
+		if (it == session->regions.end())
+			return -ENOENT;
+		const BuildId id = it->second.id == BuildId{} ? build_id_of(it->second.image)
+							       : it->second.id;
+		memcpy(build_id, id.data(), id.size());
+		return 0;
+	});
+}
+
+int perfjit_side_file(perfjit_session *session, const void *addr, char *path, size_t size)
+{
+	if (!path || !size)
+		return -EINVAL;
+	return locked(session, [&] {
+		auto it = session->regions.find(reinterpret_cast<uintptr_t>(addr));
+
+		if (it == session->regions.end())
+			return -ENOENT;
+		if (!it->second.stored)
+			return -ENODATA;
+		const std::string p = side_file_path(session->buildid_dir, it->second.id);
+		if (p.size() >= size)
+			return -ENAMETOOLONG;
+		memcpy(path, p.c_str(), p.size() + 1);
+		return 0;
+	});
+}
+
+const char *perfjit_strerror(int err)
+{
+	switch (-err) {
+	case 0:
+		return "success";
+	case EOPNOTSUPP:
+		return "the kernel has no PERF_EVENT_IOC_CODE_REGION";
+	case EEXIST:
+		return "code is announced at this address already";
+	case ENOENT:
+		return "no code is announced at this address";
+	case ENODATA:
+		return "no side file was stored for this code (nobody recorded)";
+	case EINVAL:
+		return "invalid argument";
+	default:
+		return strerror(-err);
+	}
+}
+
+} // extern "C"

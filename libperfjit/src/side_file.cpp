@@ -1,0 +1,320 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+#include "side_file.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <memory>
+#include <openssl/evp.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dwarf.hpp"
+#include "util.hpp"
+
+namespace perfjit {
+
+int CodeImage::from(const perfjit_code &c, CodeImage &out)
+{
+	if (c.size < sizeof(perfjit_code) || !c.name || !c.name[0] || !c.addr || !c.len)
+		return -EINVAL;
+	if ((c.nr_lines && (!c.lines || !c.source_file)) || (c.eh_frame_len && !c.eh_frame))
+		return -EINVAL;
+	for (size_t i = 0; i < c.nr_lines; i++) {
+		if (c.lines[i].offset >= c.len || (i && c.lines[i].offset < c.lines[i - 1].offset))
+			return -EINVAL;
+	}
+	out.name = c.name;
+	out.generation = c.generation;
+	const auto *code = static_cast<const uint8_t *>(c.addr);
+	out.code.assign(code, code + c.len);
+	out.source_file = c.source_file ? c.source_file : "";
+	out.lines.assign(c.lines, c.lines + c.nr_lines);
+	const auto *eh = static_cast<const uint8_t *>(c.eh_frame);
+	out.eh_frame.assign(eh, eh + c.eh_frame_len);
+	return 0;
+}
+
+namespace {
+
+struct MdCtxDeleter {
+	void operator()(EVP_MD_CTX *ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
+void hash_bytes(EVP_MD_CTX *ctx, const void *data, size_t len)
+{
+	const uint64_t len64 = len;
+
+	// Length-prefixed, so that moving bytes between fields changes the hash.
+	EVP_DigestUpdate(ctx, &len64, sizeof(len64));
+	EVP_DigestUpdate(ctx, data, len);
+}
+
+} // namespace
+
+BuildId build_id_of(const CodeImage &image)
+{
+	std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
+	BuildId id{};
+	unsigned int len = 0;
+
+	if (!ctx || !EVP_DigestInit_ex(ctx.get(), EVP_sha1(), nullptr))
+		abort(); // OpenSSL cannot hash: nothing sensible to return
+	hash_bytes(ctx.get(), "perfjit side file v1", 20);
+	hash_bytes(ctx.get(), image.name.data(), image.name.size());
+	hash_bytes(ctx.get(), &image.generation, sizeof(image.generation));
+	hash_bytes(ctx.get(), image.code.data(), image.code.size());
+	hash_bytes(ctx.get(), image.source_file.data(), image.source_file.size());
+	hash_bytes(ctx.get(), image.lines.data(), image.lines.size() * sizeof(perfjit_line));
+	hash_bytes(ctx.get(), image.eh_frame.data(), image.eh_frame.size());
+	EVP_DigestFinal_ex(ctx.get(), id.data(), &len);
+	return id;
+}
+
+std::string build_id_hex(const BuildId &id)
+{
+	static const char digits[] = "0123456789abcdef";
+	std::string s;
+
+	for (uint8_t b : id) {
+		s += digits[b >> 4];
+		s += digits[b & 15];
+	}
+	return s;
+}
+
+std::string side_file_path(const std::string &buildid_dir, const BuildId &id)
+{
+	const std::string hex = build_id_hex(id);
+
+	return buildid_dir + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
+}
+
+namespace {
+
+struct ElfDeleter {
+	void operator()(Elf *elf) const { elf_end(elf); }
+};
+
+// A section to lay out: its contents and ELF header fields.
+struct Section {
+	const char *name;
+	uint32_t type;
+	uint64_t flags;
+	uint64_t align;
+	const void *data;
+	size_t size;
+	uint64_t addr = 0;
+	uint32_t link = 0;
+	uint32_t info = 0;
+	uint64_t entsize = 0;
+	uint64_t offset = 0;
+	size_t name_off = 0;
+	size_t index = 0;
+};
+
+uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+struct BuildIdNote {
+	Elf64_Nhdr nhdr;
+	char name[4];
+	uint8_t desc[20];
+};
+
+// Writes the ELF image into a memory stream, laying it out by hand
+// (ELF_F_LAYOUT): the code must sit at kTextOffset, at address kTextOffset.
+int write_elf(int fd, const CodeImage &image, const BuildId &id)
+{
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd, ELF_C_WRITE, nullptr));
+	if (!elf)
+		return -EIO;
+	elf_flagelf(elf.get(), ELF_C_SET, ELF_F_LAYOUT);
+
+	const uint64_t code_len = image.code.size();
+	const uint64_t eh_addr = align_up(kTextOffset + code_len, 8);
+
+	BuildIdNote note{};
+	note.nhdr.n_namesz = 4;
+	note.nhdr.n_descsz = sizeof(note.desc);
+	note.nhdr.n_type = NT_GNU_BUILD_ID;
+	memcpy(note.name, "GNU", 4);
+	memcpy(note.desc, id.data(), id.size());
+
+	std::string strtab(1, '\0');
+	strtab += image.name;
+	strtab += '\0';
+
+	DwarfSections dwarf;
+	if (!image.lines.empty())
+		dwarf = encode_line_info(image, kTextOffset);
+
+	std::vector<Section> sections;
+	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16,
+			    image.code.data(), code_len, kTextOffset});
+	if (!image.eh_frame.empty())
+		sections.push_back({".eh_frame", SHT_PROGBITS, SHF_ALLOC, 8, image.eh_frame.data(),
+				    image.eh_frame.size(), eh_addr});
+	sections.push_back({".note.gnu.build-id", SHT_NOTE, SHF_ALLOC, 4, &note, sizeof(note)});
+	const size_t symtab_at = sections.size();
+	Elf64_Sym syms[2] = {};
+	syms[1].st_name = 1;
+	syms[1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+	syms[1].st_shndx = 1; // .text
+	syms[1].st_value = kTextOffset;
+	syms[1].st_size = code_len;
+	sections.push_back({".symtab", SHT_SYMTAB, 0, 8, syms, sizeof(syms)});
+	sections.back().info = 1;
+	sections.back().entsize = sizeof(Elf64_Sym);
+	sections.push_back({".strtab", SHT_STRTAB, 0, 1, strtab.data(), strtab.size()});
+	sections[symtab_at].link = sections.size(); // index of .strtab (1-based below)
+	if (!image.lines.empty()) {
+		sections.push_back({".debug_abbrev", SHT_PROGBITS, 0, 1, dwarf.abbrev.data(),
+				    dwarf.abbrev.size()});
+		sections.push_back({".debug_info", SHT_PROGBITS, 0, 1, dwarf.info.data(),
+				    dwarf.info.size()});
+		sections.push_back({".debug_line", SHT_PROGBITS, 0, 1, dwarf.line.data(),
+				    dwarf.line.size()});
+		sections.push_back({".debug_aranges", SHT_PROGBITS, 0, 1, dwarf.aranges.data(),
+				    dwarf.aranges.size()});
+	}
+
+	std::string shstrtab(1, '\0');
+	for (auto &s : sections) {
+		s.name_off = shstrtab.size();
+		shstrtab += s.name;
+		shstrtab += '\0';
+	}
+	const size_t shstrtab_name = shstrtab.size();
+	shstrtab += ".shstrtab";
+	shstrtab += '\0';
+	sections.push_back({".shstrtab", SHT_STRTAB, 0, 1, shstrtab.data(), shstrtab.size()});
+	sections.back().name_off = shstrtab_name;
+
+	// Lay out: the code at kTextOffset, the rest after it in order.
+	uint64_t off = kTextOffset;
+	for (size_t i = 0; i < sections.size(); i++) {
+		auto &s = sections[i];
+		off = align_up(off, s.align);
+		if (s.addr && s.addr != off)
+			return -EINVAL; // only .text and .eh_frame have addresses: cannot happen
+		s.offset = off;
+		s.index = i + 1;
+		off += s.size;
+	}
+	const uint64_t shoff = align_up(off, 8);
+
+	Elf64_Ehdr *ehdr = elf64_newehdr(elf.get());
+	if (!ehdr)
+		return -EIO;
+	ehdr->e_ident[EI_DATA] = ELFDATA2LSB;
+	ehdr->e_type = ET_DYN;
+	ehdr->e_machine = EM_X86_64;
+	ehdr->e_version = EV_CURRENT;
+	ehdr->e_entry = kTextOffset;
+	ehdr->e_phoff = sizeof(Elf64_Ehdr);
+	ehdr->e_shoff = shoff;
+	ehdr->e_shstrndx = sections.back().index;
+
+	Elf64_Phdr *phdr = elf64_newphdr(elf.get(), 1);
+	if (!phdr)
+		return -EIO;
+	phdr->p_type = PT_LOAD;
+	phdr->p_offset = kTextOffset;
+	phdr->p_vaddr = kTextOffset;
+	phdr->p_paddr = kTextOffset;
+	phdr->p_filesz = image.eh_frame.empty() ? code_len : eh_addr + image.eh_frame.size() - kTextOffset;
+	phdr->p_memsz = phdr->p_filesz;
+	phdr->p_flags = PF_R | PF_X;
+	phdr->p_align = 16;
+
+	for (const auto &s : sections) {
+		Elf_Scn *scn = elf_newscn(elf.get());
+		if (!scn)
+			return -EIO;
+		Elf_Data *d = elf_newdata(scn);
+		if (!d)
+			return -EIO;
+		d->d_buf = const_cast<void *>(s.data);
+		d->d_size = s.size;
+		d->d_align = s.align;
+		d->d_off = 0;
+		d->d_type = s.type == SHT_SYMTAB ? ELF_T_SYM : (s.type == SHT_NOTE ? ELF_T_NHDR : ELF_T_BYTE);
+		d->d_version = EV_CURRENT;
+		Elf64_Shdr *shdr = elf64_getshdr(scn);
+		if (!shdr)
+			return -EIO;
+		shdr->sh_name = s.name_off;
+		shdr->sh_type = s.type;
+		shdr->sh_flags = s.flags;
+		shdr->sh_addr = s.addr;
+		shdr->sh_offset = s.offset;
+		shdr->sh_size = s.size;
+		shdr->sh_link = s.link;
+		shdr->sh_info = s.info;
+		shdr->sh_addralign = s.align;
+		shdr->sh_entsize = s.entsize;
+	}
+	if (elf_update(elf.get(), ELF_C_WRITE) < 0)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+} // namespace
+
+int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &out)
+{
+	UniqueFd fd(memfd_create("perfjit-elf", MFD_CLOEXEC));
+	struct stat st;
+
+	if (!fd)
+		return -errno;
+	int err = write_elf(fd.get(), image, id);
+	if (err)
+		return err;
+	if (fstat(fd.get(), &st))
+		return -errno;
+	out.resize(st.st_size);
+	if (pread(fd.get(), out.data(), out.size(), 0) != st.st_size)
+		return -EIO;
+	return 0;
+}
+
+int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id)
+{
+	const std::string path = side_file_path(buildid_dir, id);
+	const std::string dir = path.substr(0, path.rfind('/'));
+
+	if (access(path.c_str(), F_OK) == 0)
+		return 0; // stored already, by us or a concurrent writer: never rewritten
+	int err = mkdir_p(dir);
+	if (err)
+		return err;
+
+	std::string tmp = dir + "/.perfjit-XXXXXX";
+	UniqueFd fd(mkostemp(tmp.data(), O_CLOEXEC));
+	if (!fd)
+		return -errno;
+	err = write_elf(fd.get(), image, id);
+	if (!err && fsync(fd.get()))
+		err = -errno;
+	if (!err && fchmod(fd.get(), 0644))
+		err = -errno;
+	fd.reset();
+	// link() never replaces: the first complete file wins.
+	if (!err && link(tmp.c_str(), path.c_str()) && errno != EEXIST)
+		err = -errno;
+	unlink(tmp.c_str());
+	return err;
+}
+
+} // namespace perfjit

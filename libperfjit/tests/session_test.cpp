@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// The session: arguments, the fallbacks, fork and thread safety, and, on a
+// kernel with PERF_EVENT_IOC_CODE_REGION, the side files written only while
+// somebody records.
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/perf_event.h>
+#include <string>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "perfjit.h"
+#include "perfjit.hpp"
+#include "test_util.hpp"
+
+extern "C" int perfjit_c_api_check(void);
+
+namespace {
+
+const uint8_t kCode[64] = {0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3};
+
+perfjit_code code_at(const void *addr, const char *name, size_t len = 16)
+{
+	perfjit_code c{};
+
+	c.size = sizeof(c);
+	c.name = name;
+	c.addr = addr;
+	c.len = len;
+	return c;
+}
+
+perfjit_options options(int mode, const std::string &buildid_dir = {},
+			const std::string &jitdump_dir = {})
+{
+	perfjit_options o{};
+
+	o.size = sizeof(o);
+	o.mode = mode;
+	o.buildid_dir = buildid_dir.empty() ? nullptr : buildid_dir.c_str();
+	o.jitdump_dir = jitdump_dir.empty() ? nullptr : jitdump_dir.c_str();
+	return o;
+}
+
+std::string perf_map_of(pid_t pid)
+{
+	const auto bytes = read_file("/tmp/perf-" + std::to_string(pid) + ".map");
+
+	return {bytes.begin(), bytes.end()};
+}
+
+std::string hex(const void *p)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%lx", reinterpret_cast<unsigned long>(p));
+	return buf;
+}
+
+// Executable memory holding a copy of kCode.
+class ExecPage {
+public:
+	ExecPage()
+	{
+		page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (page_ != MAP_FAILED) {
+			memcpy(page_, kCode, sizeof(kCode));
+			mprotect(page_, 4096, PROT_READ | PROT_EXEC);
+		}
+	}
+	~ExecPage() { munmap(page_, 4096); }
+	ExecPage(const ExecPage &) = delete;
+	ExecPage &operator=(const ExecPage &) = delete;
+	const uint8_t *at(size_t off) const { return static_cast<const uint8_t *>(page_) + off; }
+
+private:
+	void *page_;
+};
+
+} // namespace
+
+TEST(Session, BadArguments)
+{
+	perfjit_session *s = nullptr;
+	perfjit_options o = options(PERFJIT_MODE_PERF_MAP);
+
+	EXPECT_EQ(perfjit_open(&o, nullptr), -EINVAL);
+	o.size = 8;
+	EXPECT_EQ(perfjit_open(&o, &s), -EINVAL);
+	o = options(7);
+	EXPECT_EQ(perfjit_open(&o, &s), -EINVAL);
+	o = options(PERFJIT_MODE_AUTO);
+	o.fallback = 9;
+	EXPECT_EQ(perfjit_open(&o, &s), -EINVAL);
+	EXPECT_EQ(s, nullptr);
+
+	perfjit_code c = code_at(kCode, "f");
+	EXPECT_EQ(perfjit_load(nullptr, &c), -EINVAL);
+	EXPECT_EQ(perfjit_unload(nullptr, kCode), -EINVAL);
+	perfjit_close(nullptr);
+
+	o = options(PERFJIT_MODE_PERF_MAP);
+	ASSERT_EQ(perfjit_open(&o, &s), 0);
+	EXPECT_EQ(perfjit_load(s, nullptr), -EINVAL);
+	perfjit_code bad = c;
+	bad.name = nullptr;
+	EXPECT_EQ(perfjit_load(s, &bad), -EINVAL);
+	std::string long_name(5000, 'x');
+	bad = code_at(kCode, long_name.c_str());
+	EXPECT_EQ(perfjit_load(s, &bad), -ENAMETOOLONG);
+	EXPECT_EQ(perfjit_load(s, &c), 0);
+	EXPECT_EQ(perfjit_load(s, &c), -EEXIST);
+	EXPECT_EQ(perfjit_unload(s, kCode + 1), -ENOENT);
+	EXPECT_EQ(perfjit_move(s, kCode + 1, kCode + 2), -ENOENT);
+	EXPECT_EQ(perfjit_unload(s, kCode), 0);
+	EXPECT_STRNE(perfjit_strerror(-ENOENT), "");
+	perfjit_close(s);
+	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
+}
+
+TEST(Session, CHeaderWorksFromC)
+{
+	EXPECT_EQ(perfjit_c_api_check(), 0);
+}
+
+TEST(Session, PerfMapLines)
+{
+	const std::string map = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+	unlink(map.c_str());
+	perfjit_options o = options(PERFJIT_MODE_PERF_MAP);
+	perfjit::Session s(&o);
+
+	ASSERT_TRUE(s.ok()) << s.error().message();
+	EXPECT_EQ(s.mode(), PERFJIT_MODE_PERF_MAP);
+	ASSERT_FALSE(s.load("jit_one", kCode, 16));
+	ASSERT_FALSE(s.load("jit two words", kCode + 16, 8));
+	ASSERT_FALSE(s.move(kCode + 16, kCode + 32));
+	EXPECT_EQ(perf_map_of(getpid()), hex(kCode) + " 10 jit_one\n" + hex(kCode + 16) +
+						 " 8 jit two words\n" + hex(kCode + 32) +
+						 " 8 jit two words\n");
+	unlink(map.c_str());
+}
+
+TEST(Session, JitdumpRecords)
+{
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, dir.path());
+	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
+	{
+		perfjit::Session s(&o);
+
+		ASSERT_TRUE(s.ok()) << s.error().message();
+		ASSERT_FALSE(s.load("jit_dumped", kCode, 6));
+	}
+	const auto bytes = read_file(path);
+	ASSERT_GE(bytes.size(), 40u);
+	uint32_t magic, version, total;
+	memcpy(&magic, &bytes[0], 4);
+	memcpy(&version, &bytes[4], 4);
+	memcpy(&total, &bytes[8], 4);
+	EXPECT_EQ(magic, 0x4A695444u);
+	EXPECT_EQ(version, 1u);
+	// The load record: id 0, then pid, tid, vma, code_addr, code_size,
+	// code_index, the name and the code.
+	uint32_t id, size;
+	memcpy(&id, &bytes[total], 4);
+	memcpy(&size, &bytes[total + 4], 4);
+	EXPECT_EQ(id, 0u);
+	const size_t name_at = total + 16 + 8 + 8 + 8 + 8 + 8;
+	ASSERT_GT(bytes.size(), name_at + 11 + 6);
+	EXPECT_STREQ(reinterpret_cast<const char *>(&bytes[name_at]), "jit_dumped");
+	EXPECT_EQ(0, memcmp(&bytes[name_at + 11], kCode, 6));
+	EXPECT_EQ(size, name_at + 11 + 6 - total);
+	// Then the close record.
+	memcpy(&id, &bytes[total + size], 4);
+	EXPECT_EQ(id, 3u);
+}
+
+TEST(Session, AutoFallsBackWithoutTheIoctl)
+{
+	setenv("PERFJIT_NO_CODE_REGION", "1", 1);
+	perfjit_options o = options(PERFJIT_MODE_AUTO);
+	{
+		perfjit::Session s(&o);
+
+		ASSERT_TRUE(s.ok());
+		EXPECT_EQ(s.mode(), PERFJIT_MODE_PERF_MAP);
+	}
+	TempDir dir;
+	o = options(PERFJIT_MODE_AUTO, {}, dir.path());
+	o.fallback = PERFJIT_MODE_JITDUMP;
+	{
+		perfjit::Session s(&o);
+
+		ASSERT_TRUE(s.ok());
+		EXPECT_EQ(s.mode(), PERFJIT_MODE_JITDUMP);
+	}
+	o = options(PERFJIT_MODE_CODE_REGION);
+	perfjit::Session s(&o);
+	EXPECT_EQ(s.error(), perfjit::make_error(-EOPNOTSUPP));
+	unsetenv("PERFJIT_NO_CODE_REGION");
+}
+
+TEST(Session, ChildAnnouncesOnItsOwn)
+{
+	perfjit_options o = options(PERFJIT_MODE_PERF_MAP);
+	perfjit::Session s(&o);
+
+	ASSERT_TRUE(s.ok());
+	ASSERT_FALSE(s.load("jit_parent", kCode, 8));
+	const pid_t child = fork();
+	if (child == 0)
+		_exit(s.load("jit_child", kCode + 8, 8) ? 1 : 0);
+	int status = 0;
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_EQ(perf_map_of(child), hex(kCode + 8) + " 8 jit_child\n");
+	EXPECT_EQ(perf_map_of(getpid()), hex(kCode) + " 8 jit_parent\n");
+	unlink(("/tmp/perf-" + std::to_string(child) + ".map").c_str());
+	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
+}
+
+TEST(Session, ConcurrentLoads)
+{
+	perfjit_options o = options(PERFJIT_MODE_PERF_MAP);
+	perfjit::Session s(&o);
+	std::vector<std::thread> threads;
+	static uint8_t code[8][64];
+
+	ASSERT_TRUE(s.ok());
+	for (int t = 0; t < 8; t++) {
+		threads.emplace_back([&s, t] {
+			for (int i = 0; i < 64; i++)
+				ASSERT_FALSE(s.load("jit_t" + std::to_string(t), &code[t][i], 1));
+		});
+	}
+	for (auto &t : threads)
+		t.join();
+	const std::string map = perf_map_of(getpid());
+	size_t lines = 0;
+	for (size_t pos = 0; (pos = map.find('\n', pos)) != std::string::npos; pos++)
+		lines++;
+	EXPECT_EQ(lines, 8u * 64u);
+	for (int t = 0; t < 8; t++)
+		EXPECT_NE(map.find(hex(&code[t][63]) + " 1 jit_t" + std::to_string(t) + "\n"),
+			  std::string::npos);
+	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
+}
+
+namespace {
+
+// A recorder as perf record opens one: a dummy event on this process with
+// perf_event_attr::mmap3 (bit 40 of the flags, which older uapi headers
+// do not name).
+int open_recorder()
+{
+	perf_event_attr attr{};
+	uint64_t flags;
+
+	attr.size = sizeof(attr);
+	attr.type = PERF_TYPE_SOFTWARE;
+	attr.config = PERF_COUNT_SW_DUMMY;
+	attr.exclude_kernel = 1;
+	memcpy(&flags, reinterpret_cast<char *>(&attr) + 40, sizeof(flags));
+	flags |= 1ULL << 40;
+	memcpy(reinterpret_cast<char *>(&attr) + 40, &flags, sizeof(flags));
+	return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+}
+
+} // namespace
+
+TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
+{
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir.path());
+	perfjit::Session s(&o);
+
+	if (s.error() == perfjit::make_error(-EOPNOTSUPP))
+		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check runs this in the VM)";
+	ASSERT_TRUE(s.ok()) << s.error().message();
+
+	ExecPage page;
+	char path[4096];
+	ASSERT_FALSE(s.load("jit_unseen", page.at(0), 16));
+	EXPECT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), -ENODATA);
+	// A load must describe executable memory.
+	EXPECT_EQ(s.load("jit_data", kCode, 16), perfjit::make_error(-EINVAL));
+
+	perfjit::UniqueFd recorder(open_recorder());
+	ASSERT_TRUE(recorder) << strerror(errno);
+	ASSERT_FALSE(s.load("jit_seen", page.at(16), 16));
+	// Both side files now exist: the recorder appeared after jit_unseen.
+	for (size_t off : {0, 16}) {
+		uint8_t id[20];
+
+		ASSERT_EQ(perfjit_side_file(s.get(), page.at(off), path, sizeof(path)), 0);
+		EXPECT_EQ(access(path, R_OK), 0) << path;
+		ASSERT_EQ(perfjit_build_id(s.get(), page.at(off), id), 0);
+	}
+	EXPECT_FALSE(s.unload(page.at(0)));
+	EXPECT_FALSE(s.move(page.at(16), page.at(32)));
+	EXPECT_EQ(perfjit_side_file(s.get(), page.at(32), path, sizeof(path)), 0);
+}

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// Side files, read back with libelf and libdw.
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <gtest/gtest.h>
+#include <libelf.h>
+#include <memory>
+#include <signal.h>
+#include <string>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "side_file.hpp"
+#include "test_util.hpp"
+
+using namespace perfjit;
+
+namespace {
+
+const uint8_t kCode[] = {0x55, 0x48, 0x89, 0xe5, 0xb8, 0x2a, 0x00, 0x00, 0x00, 0x5d, 0xc3};
+
+CodeImage make_image(const char *name = "jit_fn", uint32_t generation = 0,
+		     const std::vector<uint8_t> &code = {std::begin(kCode), std::end(kCode)})
+{
+	CodeImage image;
+
+	image.name = name;
+	image.generation = generation;
+	image.code = code;
+	return image;
+}
+
+struct ElfFile {
+	UniqueFd fd;
+	Elf *elf = nullptr;
+
+	explicit ElfFile(const std::string &path) : fd(open(path.c_str(), O_RDONLY | O_CLOEXEC))
+	{
+		elf_version(EV_CURRENT);
+		if (fd)
+			elf = elf_begin(fd.get(), ELF_C_READ, nullptr);
+	}
+	~ElfFile() { elf_end(elf); }
+
+	Elf_Scn *section(const char *name, GElf_Shdr &shdr) const
+	{
+		size_t shstrndx;
+
+		if (elf_getshdrstrndx(elf, &shstrndx))
+			return nullptr;
+		for (Elf_Scn *scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
+			if (gelf_getshdr(scn, &shdr) &&
+			    !strcmp(elf_strptr(elf, shstrndx, shdr.sh_name), name))
+				return scn;
+		}
+		return nullptr;
+	}
+};
+
+std::vector<std::string> list_dir(const std::string &dir)
+{
+	std::vector<std::string> names;
+	std::unique_ptr<DIR, int (*)(DIR *)> d(opendir(dir.c_str()), closedir);
+
+	for (dirent *e = d ? readdir(d.get()) : nullptr; e; e = readdir(d.get())) {
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			names.push_back(e->d_name);
+	}
+	return names;
+}
+
+} // namespace
+
+TEST(BuildId, DiffersForNameCodeAndGeneration)
+{
+	const BuildId base = build_id_of(make_image());
+
+	EXPECT_EQ(base, build_id_of(make_image()));
+	EXPECT_NE(base, build_id_of(make_image("jit_other")));
+	EXPECT_NE(base, build_id_of(make_image("jit_fn", 1)));
+	EXPECT_NE(base, build_id_of(make_image("jit_fn", 0, {0x90, 0xc3})));
+
+	CodeImage with_lines = make_image();
+	with_lines.source_file = "/src/prog.calc";
+	with_lines.lines = {{0, 3, 1}};
+	EXPECT_NE(base, build_id_of(with_lines));
+	EXPECT_EQ(build_id_hex(base).size(), 40u);
+}
+
+TEST(SideFile, ValidElfWithCodeSymbolAndNote)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	const BuildId id = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	const std::string path = side_file_path(dir.path(), id);
+	const std::string hex = build_id_hex(id);
+	EXPECT_EQ(path, dir.path() + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2));
+
+	ElfFile f(path);
+	ASSERT_TRUE(f.elf) << elf_errmsg(-1);
+	ASSERT_EQ(elf_kind(f.elf), ELF_K_ELF);
+
+	// The code at file offset == address == kTextOffset (the region's pgoff).
+	GElf_Shdr text;
+	ASSERT_TRUE(f.section(".text", text));
+	EXPECT_EQ(text.sh_offset, kTextOffset);
+	EXPECT_EQ(text.sh_addr, kTextOffset);
+	EXPECT_EQ(text.sh_size, sizeof(kCode));
+	std::vector<uint8_t> bytes(sizeof(kCode));
+	ASSERT_EQ(pread(f.fd.get(), bytes.data(), bytes.size(), kTextOffset), (ssize_t)sizeof(kCode));
+	EXPECT_EQ(0, memcmp(bytes.data(), kCode, sizeof(kCode)));
+
+	// The symbol covers the code.
+	GElf_Shdr symtab;
+	Elf_Scn *scn = f.section(".symtab", symtab);
+	ASSERT_TRUE(scn);
+	Elf_Data *data = elf_getdata(scn, nullptr);
+	GElf_Sym sym;
+	ASSERT_TRUE(gelf_getsym(data, 1, &sym));
+	EXPECT_STREQ(elf_strptr(f.elf, symtab.sh_link, sym.st_name), "jit_fn");
+	EXPECT_EQ(sym.st_value, kTextOffset);
+	EXPECT_EQ(sym.st_size, sizeof(kCode));
+	EXPECT_EQ(GELF_ST_TYPE(sym.st_info), STT_FUNC);
+
+	// The build-id note, as libelf reads it.
+	const void *note_id = nullptr;
+	ssize_t n = dwelf_elf_gnu_build_id(f.elf, &note_id);
+	ASSERT_EQ(n, 20);
+	EXPECT_EQ(0, memcmp(note_id, id.data(), 20));
+
+	// binutils and elfutils accept it.
+	EXPECT_EQ(0, run_quiet("readelf -W -a " + path));
+	if (has_program("eu-readelf")) {
+		EXPECT_EQ(0, run_quiet("eu-readelf -a " + path));
+	}
+}
+
+TEST(SideFile, LineTableReadByLibdw)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	image.source_file = "/src/demo/prog.calc";
+	image.lines = {{0, 3, 1}, {4, 5, 9}, {9, 7, 0}};
+	const BuildId id = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	UniqueFd fd(open(side_file_path(dir.path(), id).c_str(), O_RDONLY | O_CLOEXEC));
+	ASSERT_TRUE(fd);
+	std::unique_ptr<Dwarf, int (*)(Dwarf *)> dw(dwarf_begin(fd.get(), DWARF_C_READ), dwarf_end);
+	ASSERT_TRUE(dw) << dwarf_errmsg(-1);
+
+	Dwarf_Die cu;
+	ASSERT_TRUE(dwarf_addrdie(dw.get(), kTextOffset + 5, &cu)) << dwarf_errmsg(-1);
+	for (auto [off, line] : {std::pair<uint64_t, int>{0, 3}, {5, 5}, {10, 7}}) {
+		Dwarf_Line *l = dwarf_getsrc_die(&cu, kTextOffset + off);
+		int lineno = 0;
+
+		ASSERT_TRUE(l) << "offset " << off;
+		ASSERT_EQ(dwarf_lineno(l, &lineno), 0);
+		EXPECT_EQ(lineno, line) << "offset " << off;
+		EXPECT_STREQ(dwarf_linesrc(l, nullptr, nullptr), "/src/demo/prog.calc");
+	}
+	if (has_program("addr2line")) {
+		EXPECT_EQ(run_output("addr2line -e " + side_file_path(dir.path(), id) + " 0x84"),
+			  "/src/demo/prog.calc:5\n");
+	}
+}
+
+TEST(SideFile, EhFrameSectionAfterTheCode)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	image.eh_frame = {0x14, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10,
+			  1, 0x1b, 0x0c, 7, 8, 0x90, 1, 0, 0};
+	const BuildId id = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ElfFile f(side_file_path(dir.path(), id));
+	GElf_Shdr eh;
+	ASSERT_TRUE(f.section(".eh_frame", eh));
+	EXPECT_EQ(eh.sh_addr, (kTextOffset + sizeof(kCode) + 7) & ~7ULL);
+	EXPECT_EQ(eh.sh_offset, eh.sh_addr);
+	EXPECT_EQ(eh.sh_size, image.eh_frame.size());
+}
+
+TEST(SideFile, ExistingFileIsNotRewritten)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	const BuildId id = build_id_of(image);
+	struct stat before, after;
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ASSERT_EQ(stat(side_file_path(dir.path(), id).c_str(), &before), 0);
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ASSERT_EQ(stat(side_file_path(dir.path(), id).c_str(), &after), 0);
+	EXPECT_EQ(before.st_ino, after.st_ino);
+	EXPECT_EQ(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+}
+
+TEST(SideFile, ConcurrentWritersLeaveOneIntactFile)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	const BuildId id = build_id_of(image);
+	std::vector<std::thread> threads;
+	std::vector<int> results(8, -1);
+
+	for (size_t i = 0; i < results.size(); i++)
+		threads.emplace_back([&, i] { results[i] = store_side_file(dir.path(), image, id); });
+	for (auto &t : threads)
+		t.join();
+	for (int r : results)
+		EXPECT_EQ(r, 0);
+
+	std::vector<uint8_t> expected;
+	ASSERT_EQ(make_elf(image, id, expected), 0);
+	EXPECT_EQ(read_file(side_file_path(dir.path(), id)), expected);
+	const std::string hex = build_id_hex(id);
+	EXPECT_EQ(list_dir(dir.path() + "/.build-id/" + hex.substr(0, 2)),
+		  std::vector<std::string>{hex.substr(2)}); // no temporary left
+}
+
+TEST(SideFile, FullDiskLeavesNoPartialFile)
+{
+	TempDir dir;
+	std::vector<uint8_t> big(256 * 1024, 0x90);
+	CodeImage image = make_image("jit_big", 0, big);
+	const BuildId id = build_id_of(image);
+	struct rlimit old, small = {64 * 1024, 64 * 1024};
+
+	// A file size limit is a full disk that needs no privileges.
+	signal(SIGXFSZ, SIG_IGN);
+	ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+	ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+	const int err = store_side_file(dir.path(), image, id);
+	setrlimit(RLIMIT_FSIZE, &old);
+
+	EXPECT_LT(err, 0);
+	EXPECT_NE(access(side_file_path(dir.path(), id).c_str(), F_OK), 0);
+	const std::string hex = build_id_hex(id);
+	EXPECT_TRUE(list_dir(dir.path() + "/.build-id/" + hex.substr(0, 2)).empty());
+}
+
+TEST(SideFile, UnwritableStoreIsAnError)
+{
+	CodeImage image = make_image();
+
+	// A store below a regular file cannot be created, even by root.
+	EXPECT_EQ(store_side_file("/dev/null/store", image, build_id_of(image)), -ENOTDIR);
+}
+
+TEST(CodeImage, BadArguments)
+{
+	perfjit_code c{};
+	CodeImage image;
+	perfjit_line rows[2] = {{4, 1, 0}, {2, 2, 0}};
+
+	c.size = sizeof(c);
+	c.name = "f";
+	c.addr = kCode;
+	c.len = sizeof(kCode);
+	EXPECT_EQ(CodeImage::from(c, image), 0);
+
+	perfjit_code bad = c;
+	bad.size = 8;
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL);
+	bad = c;
+	bad.name = "";
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL);
+	bad = c;
+	bad.len = 0;
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL);
+	bad = c;
+	bad.lines = rows;
+	bad.nr_lines = 2;
+	bad.source_file = "x";
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL); // not sorted
+	bad.nr_lines = 1;
+	bad.source_file = nullptr;
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL); // no source file
+	rows[0].offset = sizeof(kCode);
+	bad.source_file = "x";
+	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL); // past the code
+}
