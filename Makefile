@@ -8,7 +8,7 @@
 SHELL := /bin/bash
 S := scripts
 
-.PHONY: all build deps tree kernel perf selftests tools demo check check-full \
+.PHONY: all build deps tree kernel perf selftests libperfjit tools demo check check-full \
 	series-check export bench clean distclean
 
 all: build demo
@@ -24,13 +24,16 @@ tree: deps
 kernel: tree
 	@$(S)/build-kernel
 
-tools: perf selftests
+tools: perf selftests libperfjit
 
 perf: tree
 	@$(S)/build-tools perf
 
 selftests: tree
 	@$(S)/build-tools selftests
+
+libperfjit: deps
+	@$(S)/build-libperfjit
 
 demo: build
 	@demo/run-demo

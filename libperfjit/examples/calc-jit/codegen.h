@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+// perfjit-calc: x86-64 code generation with AsmJit, and the line tables of the code.
+#ifndef PERFJIT_CALC_CODEGEN_H
+#define PERFJIT_CALC_CODEGEN_H
+
+#include <asmjit/x86.h>
+#include <perfjit.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "ast.h"
+
+namespace calc {
+
+// A compiled function: runs the body @iterations times, feeding each result back as x,
+// and returns the last result (x itself if @iterations is 0).
+using JitFn = uint64_t (*)(uint64_t x, uint64_t iterations);
+
+// Baseline code evaluates every operand into rax through push/pop of temporaries;
+// optimized code folds constant subtrees and uses immediate and register operands.
+enum class Tier { baseline, optimized };
+
+class JitError : public std::runtime_error {
+public:
+	using std::runtime_error::runtime_error;
+};
+
+// Executable code owned by a JitRuntime, released when the JitCode dies or is reset.
+class JitCode {
+public:
+	JitCode() noexcept = default;
+	JitCode(asmjit::JitRuntime &runtime, void *mem, size_t size) noexcept
+		: runtime_(&runtime), mem_(mem), size_(size)
+	{
+	}
+	JitCode(JitCode &&other) noexcept;
+	JitCode &operator=(JitCode &&other) noexcept;
+	JitCode(const JitCode &) = delete;
+	JitCode &operator=(const JitCode &) = delete;
+	~JitCode() { reset(); }
+
+	void reset() noexcept;
+
+	explicit operator bool() const noexcept { return mem_ != nullptr; }
+	JitFn entry() const noexcept { return asmjit::ptr_as_func<JitFn>(mem_); }
+	const void *addr() const noexcept { return mem_; }
+	size_t size() const noexcept { return size_; }
+
+private:
+	asmjit::JitRuntime *runtime_ = nullptr;
+	void *mem_ = nullptr;
+	size_t size_ = 0;
+};
+
+struct CompiledFunction {
+	JitCode code;
+	// Rows sorted by strictly increasing offset; each covers the code up to the next row
+	// (the last one up to the end). line: Function::line; column: see Jit::compile().
+	std::vector<perfjit_line> lines;
+};
+
+// Compiles functions into one JitRuntime; must outlive the code it made.
+class Jit {
+public:
+	Jit() = default;
+	Jit(const Jit &) = delete;
+	Jit &operator=(const Jit &) = delete;
+
+	// Compiles @fn with @salt added to the body's value on every iteration (0: nothing added).
+	// The line table attributes the prologue, loop control, epilogue and salt to the column of
+	// "fn", the code that loads a literal or the parameter to its column, and the code of a
+	// unary or binary operator (push of the left operand, pop and the operation) to the column
+	// of the operator. Optimized code attributes a folded constant subtree to its root.
+	// Throws JitError.
+	CompiledFunction compile(const Function &fn, uint64_t salt, Tier tier);
+
+private:
+	class ErrorRecorder : public asmjit::ErrorHandler {
+	public:
+		void handleError(asmjit::Error err, const char *, asmjit::BaseEmitter *) override
+		{
+			if (error == asmjit::kErrorOk)
+				error = err;
+		}
+		asmjit::Error error = asmjit::kErrorOk;
+	};
+
+	asmjit::JitRuntime runtime_;
+	asmjit::CodeHolder holder_; // reused, so that compiling reuses its memory
+	ErrorRecorder errors_;
+};
+
+// The value compile(fn, salt, tier).code.entry()(x, iterations) returns, by interpretation.
+uint64_t interpret(const Function &fn, uint64_t salt, uint64_t x, uint64_t iterations);
+
+} // namespace calc
+
+#endif
