@@ -304,9 +304,9 @@ int store_side_file(const std::string &buildid_dir, const CodeImage &image, cons
 	UniqueFd fd(mkostemp(tmp.data(), O_CLOEXEC));
 	if (!fd)
 		return -errno;
+	// No fsync(): this is a cache, and perf checks the build-id note of
+	// what it reads, so a file torn by a crash is never taken for the code.
 	err = write_elf(fd.get(), image, id);
-	if (!err && fsync(fd.get()))
-		err = -errno;
 	if (!err && fchmod(fd.get(), 0644))
 		err = -errno;
 	fd.reset();
