@@ -44,11 +44,12 @@ enum perfjit_mode {
 };
 
 struct perfjit_options {
-	uint32_t size;		/* sizeof(struct perfjit_options) */
-	uint32_t mode;		/* enum perfjit_mode */
-	uint32_t fallback;	/* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
-	uint32_t __reserved;	/* 0 */
-	/* Side files go to <buildid_dir>/.build-id/xx/yyy. NULL: $PERF_BUILDID_DIR, else ~/.debug. */
+	uint32_t size;	     /* sizeof(struct perfjit_options) */
+	uint32_t mode;	     /* enum perfjit_mode */
+	uint32_t fallback;   /* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
+	uint32_t __reserved; /* 0 */
+	/* Side files go to <buildid_dir>/.build-id/xx/yyy. NULL: $PERF_BUILDID_DIR, else ~/.debug.
+	 */
 	const char *buildid_dir;
 	/* The jitdump file goes here. NULL: $JITDUMPDIR, else ~/.debug/jit. */
 	const char *jitdump_dir;
@@ -56,17 +57,17 @@ struct perfjit_options {
 
 /* One row of a line table: the code at @offset comes from @line. */
 struct perfjit_line {
-	uint64_t offset;	/* from the start of the code */
-	uint32_t line;		/* 1-based line in perfjit_code::source_file */
-	uint32_t column;	/* 0: unknown */
+	uint64_t offset; /* from the start of the code */
+	uint32_t line;	 /* 1-based line in perfjit_code::source_file */
+	uint32_t column; /* 0: unknown */
 };
 
 struct perfjit_code {
-	uint32_t size;		/* sizeof(struct perfjit_code) */
-	uint32_t generation;	/* how many times this method was compiled before */
-	const char *name;	/* the symbol perf shows */
-	const void *addr;	/* the code, mapped executable */
-	size_t len;		/* its length in bytes */
+	uint32_t size;	     /* sizeof(struct perfjit_code) */
+	uint32_t generation; /* how many times this method was compiled before */
+	const char *name;    /* the symbol perf shows */
+	const void *addr;    /* the code, mapped executable */
+	size_t len;	     /* its length in bytes */
 	/* Optional line table: rows sorted by offset, with a source file. */
 	const char *source_file;
 	const struct perfjit_line *lines;
@@ -98,7 +99,8 @@ PERFJIT_API int perfjit_mode(const perfjit_session *session);
 /* The build-id (20 bytes) of the code loaded at @addr. */
 PERFJIT_API int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20]);
 /* The side file of the code loaded at @addr, if stored: copied to @path. */
-PERFJIT_API int perfjit_side_file(perfjit_session *session, const void *addr, char *path, size_t size);
+PERFJIT_API int perfjit_side_file(perfjit_session *session, const void *addr, char *path,
+				  size_t size);
 PERFJIT_API const char *perfjit_strerror(int err);
 
 #ifdef __cplusplus

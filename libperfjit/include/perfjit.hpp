@@ -11,7 +11,8 @@
 
 #include "perfjit.h"
 
-namespace perfjit {
+namespace perfjit
+{
 
 struct SessionDeleter {
 	void operator()(perfjit_session *s) const noexcept { perfjit_close(s); }
@@ -22,7 +23,8 @@ inline std::error_code make_error(int err) noexcept
 	return {-err, std::generic_category()};
 }
 
-class Session {
+class Session
+{
 public:
 	// Opens a session; check ok() or error().
 	explicit Session(const perfjit_options *opts = nullptr) noexcept

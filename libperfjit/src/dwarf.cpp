@@ -10,11 +10,14 @@
 
 #include "side_file.hpp"
 
-namespace perfjit {
+namespace perfjit
+{
 
-namespace {
+namespace
+{
 
-class Writer {
+class Writer
+{
 public:
 	std::vector<uint8_t> bytes;
 
@@ -83,7 +86,8 @@ DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
 	DwarfSections out;
 	const std::string &file = image.source_file;
 	const size_t slash = file.rfind('/');
-	const std::string dir = slash == std::string::npos ? "." : file.substr(0, slash ? slash : 1);
+	const std::string dir =
+		slash == std::string::npos ? "." : file.substr(0, slash ? slash : 1);
 	const std::string base = slash == std::string::npos ? file : file.substr(slash + 1);
 
 	Writer abbrev;
@@ -123,12 +127,12 @@ DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
 	line.u16(4);
 	line.u32(0); // header_length, patched
 	const size_t header_start = line.size();
-	line.u8(1);  // minimum_instruction_length
-	line.u8(1);  // maximum_operations_per_instruction
-	line.u8(1);  // default_is_stmt
+	line.u8(1);			   // minimum_instruction_length
+	line.u8(1);			   // maximum_operations_per_instruction
+	line.u8(1);			   // default_is_stmt
 	line.u8(static_cast<uint8_t>(-5)); // line_base
-	line.u8(14); // line_range
-	line.u8(13); // opcode_base
+	line.u8(14);			   // line_range
+	line.u8(13);			   // opcode_base
 	for (uint8_t len : {0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1})
 		line.u8(len);
 	line.str(dir);

@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-namespace perfjit {
+namespace perfjit
+{
 
 struct CodeImage;
 

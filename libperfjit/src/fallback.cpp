@@ -11,7 +11,8 @@
 #include <sys/syscall.h>
 #include <vector>
 
-namespace perfjit {
+namespace perfjit
+{
 
 uint64_t monotonic_ns()
 {
@@ -40,7 +41,8 @@ int PerfMap::load(uint64_t addr, uint64_t len, const std::string &name)
 	return 0;
 }
 
-namespace {
+namespace
+{
 
 constexpr uint32_t kJitdumpMagic = 0x4A695444; // "JiTD"
 

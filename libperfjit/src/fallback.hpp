@@ -12,13 +12,15 @@
 #include "side_file.hpp"
 #include "util.hpp"
 
-namespace perfjit {
+namespace perfjit
+{
 
 struct FileCloser {
 	void operator()(FILE *f) const { fclose(f); }
 };
 
-class PerfMap {
+class PerfMap
+{
 public:
 	// Opens /tmp/perf-<pid>.map for appending.
 	int open(const std::string &dir = "/tmp");
@@ -32,7 +34,8 @@ private:
 
 // The jitdump format of tools/perf/Documentation/jitdump-specification.txt,
 // with CLOCK_MONOTONIC timestamps (perf record -k 1).
-class Jitdump {
+class Jitdump
+{
 public:
 	Jitdump() = default;
 	Jitdump(const Jitdump &) = delete;

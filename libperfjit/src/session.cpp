@@ -21,7 +21,8 @@
 #include "uapi.hpp"
 #include "util.hpp"
 
-namespace {
+namespace
+{
 
 using namespace perfjit;
 
@@ -45,7 +46,7 @@ std::string home_dir(const char *sub)
 struct Region {
 	CodeImage image;
 	BuildId id{};
-	bool stored = false;	  // side file written
+	bool stored = false; // side file written
 	uint64_t jitdump_index = 0;
 };
 
@@ -74,7 +75,8 @@ struct perfjit_session {
 	int check_fork();
 };
 
-namespace {
+namespace
+{
 
 // A dummy software event on the calling thread's process: the fd the ioctl
 // is issued on. -errno if perf events are not available.
@@ -87,8 +89,8 @@ int open_perf_fd(UniqueFd &fd)
 	attr.config = PERF_COUNT_SW_DUMMY;
 	attr.exclude_kernel = 1;
 	attr.exclude_hv = 1;
-	fd.reset(static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1,
-					  PERF_FLAG_FD_CLOEXEC)));
+	fd.reset(static_cast<int>(
+		syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
 	return fd ? 0 : -errno;
 }
 
@@ -131,7 +133,8 @@ int perfjit_session::open(const perfjit_options &opts)
 		jitdump_dir = home_dir("/.debug/jit");
 	fork_generation = g_fork_generation.load(std::memory_order_relaxed);
 
-	const int fallback = opts.fallback ? static_cast<int>(opts.fallback) : static_cast<int>(PERFJIT_MODE_PERF_MAP);
+	const int fallback = opts.fallback ? static_cast<int>(opts.fallback)
+					   : static_cast<int>(PERFJIT_MODE_PERF_MAP);
 	if (fallback != PERFJIT_MODE_PERF_MAP && fallback != PERFJIT_MODE_JITDUMP)
 		return -EINVAL;
 
@@ -248,7 +251,8 @@ int perfjit_session::load(const perfjit_code &code)
 				for (auto &kv : regions) {
 					if (!err)
 						err = store(kv.second);
-					const int t = err ? 0 : announce(kv.first, kv.second, false);
+					const int t =
+						err ? 0 : announce(kv.first, kv.second, false);
 
 					if (t < 0)
 						err = t;
@@ -323,11 +327,13 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 	return 0;
 }
 
-namespace {
+namespace
+{
 
 // Runs @fn on a live session under its lock, turning exceptions into errors:
 // none crosses the C boundary.
-template <typename Fn> int locked(perfjit_session *s, Fn &&fn)
+template <typename Fn>
+int locked(perfjit_session *s, Fn &&fn)
 {
 	if (!s)
 		return -EINVAL;
@@ -357,7 +363,8 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 	if (opts && (opts->size < sizeof(perfjit_options) || opts->__reserved))
 		return -EINVAL;
 	try {
-		std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, atfork_child); });
+		std::call_once(g_atfork_once,
+			       [] { pthread_atfork(nullptr, nullptr, atfork_child); });
 		auto s = std::make_unique<perfjit_session>();
 		int err = s->open(opts ? *opts : defaults);
 
@@ -389,7 +396,8 @@ int perfjit_move(perfjit_session *session, const void *from, const void *to)
 	if (!to)
 		return -EINVAL;
 	return locked(session, [&] {
-		return session->move(reinterpret_cast<uintptr_t>(from), reinterpret_cast<uintptr_t>(to));
+		return session->move(reinterpret_cast<uintptr_t>(from),
+				     reinterpret_cast<uintptr_t>(to));
 	});
 }
 
@@ -413,8 +421,8 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 		if (it == session->regions.end())
 			return -ENOENT;
-		const BuildId id = it->second.id == BuildId{} ? build_id_of(it->second.image)
-							       : it->second.id;
+		const BuildId id =
+			it->second.id == BuildId{} ? build_id_of(it->second.image) : it->second.id;
 		memcpy(build_id, id.data(), id.size());
 		return 0;
 	});

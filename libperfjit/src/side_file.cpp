@@ -17,7 +17,8 @@
 #include "dwarf.hpp"
 #include "util.hpp"
 
-namespace perfjit {
+namespace perfjit
+{
 
 int CodeImage::from(const perfjit_code &c, CodeImage &out)
 {
@@ -40,7 +41,8 @@ int CodeImage::from(const perfjit_code &c, CodeImage &out)
 	return 0;
 }
 
-namespace {
+namespace
+{
 
 struct MdCtxDeleter {
 	void operator()(EVP_MD_CTX *ctx) const { EVP_MD_CTX_free(ctx); }
@@ -95,7 +97,8 @@ std::string side_file_path(const std::string &buildid_dir, const BuildId &id)
 	return buildid_dir + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
 }
 
-namespace {
+namespace
+{
 
 struct ElfDeleter {
 	void operator()(Elf *elf) const { elf_end(elf); }
@@ -159,8 +162,8 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 		dwarf = encode_line_info(image, kTextOffset);
 
 	std::vector<Section> sections;
-	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16,
-			    image.code.data(), code_len, kTextOffset});
+	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16, image.code.data(),
+			    code_len, kTextOffset});
 	if (!image.eh_frame.empty())
 		sections.push_back({".eh_frame", SHT_PROGBITS, SHF_ALLOC, 8, image.eh_frame.data(),
 				    image.eh_frame.size(), eh_addr});
@@ -180,10 +183,10 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 	if (!image.lines.empty()) {
 		sections.push_back({".debug_abbrev", SHT_PROGBITS, 0, 1, dwarf.abbrev.data(),
 				    dwarf.abbrev.size()});
-		sections.push_back({".debug_info", SHT_PROGBITS, 0, 1, dwarf.info.data(),
-				    dwarf.info.size()});
-		sections.push_back({".debug_line", SHT_PROGBITS, 0, 1, dwarf.line.data(),
-				    dwarf.line.size()});
+		sections.push_back(
+			{".debug_info", SHT_PROGBITS, 0, 1, dwarf.info.data(), dwarf.info.size()});
+		sections.push_back(
+			{".debug_line", SHT_PROGBITS, 0, 1, dwarf.line.data(), dwarf.line.size()});
 		sections.push_back({".debug_aranges", SHT_PROGBITS, 0, 1, dwarf.aranges.data(),
 				    dwarf.aranges.size()});
 	}
@@ -232,7 +235,8 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 	phdr->p_offset = kTextOffset;
 	phdr->p_vaddr = kTextOffset;
 	phdr->p_paddr = kTextOffset;
-	phdr->p_filesz = image.eh_frame.empty() ? code_len : eh_addr + image.eh_frame.size() - kTextOffset;
+	phdr->p_filesz =
+		image.eh_frame.empty() ? code_len : eh_addr + image.eh_frame.size() - kTextOffset;
 	phdr->p_memsz = phdr->p_filesz;
 	phdr->p_flags = PF_R | PF_X;
 	phdr->p_align = 16;
@@ -248,7 +252,8 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 		d->d_size = s.size;
 		d->d_align = s.align;
 		d->d_off = 0;
-		d->d_type = s.type == SHT_SYMTAB ? ELF_T_SYM : (s.type == SHT_NOTE ? ELF_T_NHDR : ELF_T_BYTE);
+		d->d_type = s.type == SHT_SYMTAB ? ELF_T_SYM
+						 : (s.type == SHT_NOTE ? ELF_T_NHDR : ELF_T_BYTE);
 		d->d_version = EV_CURRENT;
 		Elf64_Shdr *shdr = elf64_getshdr(scn);
 		if (!shdr)

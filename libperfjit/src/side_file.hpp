@@ -11,7 +11,8 @@
 
 #include "perfjit.h"
 
-namespace perfjit {
+namespace perfjit
+{
 
 using BuildId = std::array<uint8_t, 20>;
 

@@ -9,7 +9,8 @@
 #include <linux/types.h>
 #include <sys/ioctl.h>
 
-namespace perfjit::uapi {
+namespace perfjit::uapi
+{
 
 struct perf_code_region {
 	__u32 size;

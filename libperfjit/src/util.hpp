@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-namespace perfjit {
+namespace perfjit
+{
 
 // An owned file descriptor.
-class UniqueFd {
+class UniqueFd
+{
 public:
 	UniqueFd() = default;
 	explicit UniqueFd(int fd) : fd_(fd) {}

@@ -21,7 +21,8 @@
 
 extern "C" int perfjit_c_api_check(void);
 
-namespace {
+namespace
+{
 
 const uint8_t kCode[64] = {0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3};
 
@@ -64,11 +65,13 @@ std::string hex(const void *p)
 }
 
 // Executable memory holding a copy of kCode.
-class ExecPage {
+class ExecPage
+{
 public:
 	ExecPage()
 	{
-		page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		page_ = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			     0);
 		if (page_ != MAP_FAILED) {
 			memcpy(page_, kCode, sizeof(kCode));
 			mprotect(page_, 4096, PROT_READ | PROT_EXEC);
@@ -253,7 +256,8 @@ TEST(Session, ConcurrentLoads)
 	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
 }
 
-namespace {
+namespace
+{
 
 // A recorder as perf record opens one: a dummy event on this process with
 // perf_event_attr::mmap3 (bit 40 of the flags, which older uapi headers
@@ -270,7 +274,8 @@ int open_recorder()
 	memcpy(&flags, reinterpret_cast<char *>(&attr) + 40, sizeof(flags));
 	flags |= 1ULL << 40;
 	memcpy(reinterpret_cast<char *>(&attr) + 40, &flags, sizeof(flags));
-	return static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+	return static_cast<int>(
+		syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
 } // namespace
@@ -282,7 +287,8 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 	perfjit::Session s(&o);
 
 	if (s.error() == perfjit::make_error(-EOPNOTSUPP))
-		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check runs this in the VM)";
+		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check "
+				"runs this in the VM)";
 	ASSERT_TRUE(s.ok()) << s.error().message();
 
 	ExecPage page;

@@ -23,7 +23,8 @@
 
 using namespace perfjit;
 
-namespace {
+namespace
+{
 
 const uint8_t kCode[] = {0x55, 0x48, 0x89, 0xe5, 0xb8, 0x2a, 0x00, 0x00, 0x00, 0x5d, 0xc3};
 
@@ -117,7 +118,8 @@ TEST(SideFile, ValidElfWithCodeSymbolAndNote)
 	EXPECT_EQ(text.sh_addr, kTextOffset);
 	EXPECT_EQ(text.sh_size, sizeof(kCode));
 	std::vector<uint8_t> bytes(sizeof(kCode));
-	ASSERT_EQ(pread(f.fd.get(), bytes.data(), bytes.size(), kTextOffset), (ssize_t)sizeof(kCode));
+	ASSERT_EQ(pread(f.fd.get(), bytes.data(), bytes.size(), kTextOffset),
+		  (ssize_t)sizeof(kCode));
 	EXPECT_EQ(0, memcmp(bytes.data(), kCode, sizeof(kCode)));
 
 	// The symbol covers the code.
@@ -180,8 +182,8 @@ TEST(SideFile, EhFrameSectionAfterTheCode)
 {
 	TempDir dir;
 	CodeImage image = make_image();
-	image.eh_frame = {0x14, 0, 0, 0, 0, 0, 0, 0, 1, 'z', 'R', 0, 1, 0x78, 0x10,
-			  1, 0x1b, 0x0c, 7, 8, 0x90, 1, 0, 0};
+	image.eh_frame = {0x14, 0,    0,    0, 0,    0,	   0, 0, 1,    'z', 'R', 0,
+			  1,	0x78, 0x10, 1, 0x1b, 0x0c, 7, 8, 0x90, 1,   0,	 0};
 	const BuildId id = build_id_of(image);
 
 	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
@@ -217,7 +219,8 @@ TEST(SideFile, ConcurrentWritersLeaveOneIntactFile)
 	std::vector<int> results(8, -1);
 
 	for (size_t i = 0; i < results.size(); i++)
-		threads.emplace_back([&, i] { results[i] = store_side_file(dir.path(), image, id); });
+		threads.emplace_back(
+			[&, i] { results[i] = store_side_file(dir.path(), image, id); });
 	for (auto &t : threads)
 		t.join();
 	for (int r : results)

@@ -13,7 +13,8 @@
 #include "util.hpp"
 
 // A scratch directory, removed with everything in it.
-class TempDir {
+class TempDir
+{
 public:
 	TempDir()
 	{
@@ -44,7 +45,8 @@ inline bool has_program(const std::string &name)
 // standard error that mentions a warning or error counts as a failure.
 inline int run_quiet(const std::string &cmd)
 {
-	const std::string full = "{ " + cmd + " >/dev/null; } 2>&1 | grep -qi 'warning\\|error' && exit 99; " +
+	const std::string full = "{ " + cmd +
+				 " >/dev/null; } 2>&1 | grep -qi 'warning\\|error' && exit 99; " +
 				 cmd + " >/dev/null 2>&1";
 	const int status = std::system(full.c_str());
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "ast.h"
 
-namespace calc {
+namespace calc
+{
 
 uint64_t evaluate(const Node &node, uint64_t x)
 {

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-namespace calc {
+namespace calc
+{
 
 enum class Op { add, sub, mul, bit_and, bit_or, bit_xor, shl, shr, neg, bit_not };
 

@@ -4,14 +4,15 @@
 #include <string>
 #include <utility>
 
-namespace calc {
+namespace calc
+{
 
 using namespace asmjit::x86;
 using asmjit::imm;
 
 JitCode::JitCode(JitCode &&other) noexcept
-	: runtime_(std::exchange(other.runtime_, nullptr)),
-	  mem_(std::exchange(other.mem_, nullptr)), size_(std::exchange(other.size_, 0))
+    : runtime_(std::exchange(other.runtime_, nullptr)), mem_(std::exchange(other.mem_, nullptr)),
+      size_(std::exchange(other.size_, 0))
 {
 }
 
@@ -34,7 +35,8 @@ void JitCode::reset() noexcept
 	size_ = 0;
 }
 
-namespace {
+namespace
+{
 
 bool fits_imm32(uint64_t v)
 {
@@ -49,10 +51,11 @@ bool is_commutative(Op op)
 }
 
 // Emits one function and its line table.
-class Emitter {
+class Emitter
+{
 public:
 	Emitter(Assembler &a, std::vector<perfjit_line> &lines, const Function &fn, Tier tier)
-		: a_(a), lines_(lines), fn_(fn), tier_(tier)
+	    : a_(a), lines_(lines), fn_(fn), tier_(tier)
 	{
 	}
 
@@ -97,7 +100,7 @@ private:
 		}
 		if (!lines_.empty() && lines_.back().column == column)
 			return;
-		lines_.push_back(perfjit_line{ offset, fn_.line, column });
+		lines_.push_back(perfjit_line{offset, fn_.line, column});
 	}
 
 	static bool is_leaf(const Node &node)

@@ -13,7 +13,8 @@
 
 #include "ast.h"
 
-namespace calc {
+namespace calc
+{
 
 // A compiled function: runs the body @iterations times, feeding each result back as x,
 // and returns the last result (x itself if @iterations is 0).
@@ -23,17 +24,19 @@ using JitFn = uint64_t (*)(uint64_t x, uint64_t iterations);
 // optimized code folds constant subtrees and uses immediate and register operands.
 enum class Tier { baseline, optimized };
 
-class JitError : public std::runtime_error {
+class JitError : public std::runtime_error
+{
 public:
 	using std::runtime_error::runtime_error;
 };
 
 // Executable code owned by a JitRuntime, released when the JitCode dies or is reset.
-class JitCode {
+class JitCode
+{
 public:
 	JitCode() noexcept = default;
 	JitCode(asmjit::JitRuntime &runtime, void *mem, size_t size) noexcept
-		: runtime_(&runtime), mem_(mem), size_(size)
+	    : runtime_(&runtime), mem_(mem), size_(size)
 	{
 	}
 	JitCode(JitCode &&other) noexcept;
@@ -63,7 +66,8 @@ struct CompiledFunction {
 };
 
 // Compiles functions into one JitRuntime; must outlive the code it made.
-class Jit {
+class Jit
+{
 public:
 	Jit() = default;
 	Jit(const Jit &) = delete;
@@ -78,7 +82,8 @@ public:
 	CompiledFunction compile(const Function &fn, uint64_t salt, Tier tier);
 
 private:
-	class ErrorRecorder : public asmjit::ErrorHandler {
+	class ErrorRecorder : public asmjit::ErrorHandler
+	{
 	public:
 		void handleError(asmjit::Error err, const char *, asmjit::BaseEmitter *) override
 		{

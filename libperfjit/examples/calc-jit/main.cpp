@@ -26,8 +26,10 @@
 #include "parser.h"
 #include "session.h"
 
-namespace calc {
-namespace {
+namespace calc
+{
+namespace
+{
 
 using Clock = std::chrono::steady_clock;
 using Micros = std::chrono::duration<double, std::micro>;
@@ -37,7 +39,8 @@ constexpr size_t max_hot = 8;
 constexpr size_t max_functions = 10'000'000;
 constexpr const char *program_name = "perfjit-calc";
 
-class Failure : public std::runtime_error {
+class Failure : public std::runtime_error
+{
 public:
 	using std::runtime_error::runtime_error;
 };
@@ -214,9 +217,9 @@ void unload(perfjit_session *session, JitFunction &fn)
 
 void verify(const JitFunction &fn, const JitCode &code)
 {
-	static constexpr uint64_t inputs[] = { 0, 1, 2, 0x7f, 0x123456789abcdef0, ~0ULL };
+	static constexpr uint64_t inputs[] = {0, 1, 2, 0x7f, 0x123456789abcdef0, ~0ULL};
 	for (const uint64_t x : inputs) {
-		for (const uint64_t iterations : { 0, 1, 3 }) {
+		for (const uint64_t iterations : {0, 1, 3}) {
 			const uint64_t got = code.entry()(x, iterations);
 			const uint64_t want = interpret(*fn.source, fn.salt, x, iterations);
 			if (got != want) {
@@ -295,7 +298,7 @@ int run(const Options &opts)
 		announce_time += announced_at - compiled_at;
 
 		fn.code = std::move(compiled.code);
-		fn.current = Generation{ 0, fn.code.addr(), fn.code.size(), 0 };
+		fn.current = Generation{0, fn.code.addr(), fn.code.size(), 0};
 		if (opts.verify)
 			verify(fn, fn.code);
 	}
@@ -308,8 +311,8 @@ int run(const Options &opts)
 		JitFunction &fn = fns[0];
 		CompiledFunction compiled = jit.compile(*fn.source, fn.salt, Tier::optimized);
 		const Generation old = fn.current;
-		fn.current = Generation{ old.generation + 1, compiled.code.addr(),
-					 compiled.code.size(), 0 };
+		fn.current = Generation{old.generation + 1, compiled.code.addr(),
+					compiled.code.size(), 0};
 		announce(session.get(), fn, compiled, program.path);
 		if (opts.verify)
 			verify(fn, compiled.code);

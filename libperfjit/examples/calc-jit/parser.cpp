@@ -11,8 +11,10 @@
 #include <unordered_set>
 #include <utility>
 
-namespace calc {
-namespace {
+namespace calc
+{
+namespace
+{
 
 // Limits that keep the recursive parser, evaluator and code generator off the end of the stack.
 constexpr int max_depth = 200;	    // parentheses and unary operators
@@ -38,10 +40,11 @@ struct Token {
 };
 
 // Parses one line: a function definition, or nothing but blanks and a comment.
-class LineParser {
+class LineParser
+{
 public:
 	LineParser(std::string_view line, uint32_t line_no, const std::string &path)
-		: line_(line), line_no_(line_no), path_(path)
+	    : line_(line), line_no_(line_no), path_(path)
 	{
 		advance();
 	}
@@ -82,9 +85,9 @@ private:
 		Op op;
 	};
 	static constexpr BinaryOp binary_ops[] = {
-		{ 0, "|", Op::bit_or }, { 1, "^", Op::bit_xor }, { 2, "&", Op::bit_and },
-		{ 3, "<<", Op::shl },	{ 3, ">>", Op::shr },	 { 4, "+", Op::add },
-		{ 4, "-", Op::sub },	{ 5, "*", Op::mul },
+		{0, "|", Op::bit_or}, {1, "^", Op::bit_xor}, {2, "&", Op::bit_and},
+		{3, "<<", Op::shl},   {3, ">>", Op::shr},    {4, "+", Op::add},
+		{4, "-", Op::sub},    {5, "*", Op::mul},
 	};
 	static constexpr int nr_levels = 6;
 

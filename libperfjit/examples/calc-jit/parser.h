@@ -20,10 +20,12 @@
 
 #include "ast.h"
 
-namespace calc {
+namespace calc
+{
 
 // Thrown for unreadable or malformed programs; what() is "file:line:column: message".
-class ParseError : public std::runtime_error {
+class ParseError : public std::runtime_error
+{
 public:
 	using std::runtime_error::runtime_error;
 };

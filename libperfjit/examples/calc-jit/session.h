@@ -9,16 +9,18 @@
 #include <stdexcept>
 #include <string>
 
-namespace calc {
+namespace calc
+{
 
 // A failed libperfjit call; what() is "call(subject): perfjit_strerror(error)".
-class PerfjitError : public std::runtime_error {
+class PerfjitError : public std::runtime_error
+{
 public:
 	PerfjitError(const char *call, const char *subject, int error)
-		: std::runtime_error(std::string(call) +
-				     (subject ? std::string("(") + subject + ")" : "") + ": " +
-				     perfjit_strerror(error)),
-		  error_(error)
+	    : std::runtime_error(std::string(call) +
+				 (subject ? std::string("(") + subject + ")" : "") + ": " +
+				 perfjit_strerror(error)),
+	      error_(error)
 	{
 	}
 
