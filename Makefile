@@ -45,6 +45,10 @@ check: build
 check-full: build
 	@tests/check-full
 
+# Benchmarks in the VM: bench/results/results.md and results.png.
+bench: build
+	@bench/run
+
 series-check:
 	@$(S)/series-check
 

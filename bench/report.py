@@ -1,0 +1,668 @@
+#!/usr/bin/python3
+"""Turn the raw results of bench/in-vm into results.md and results.png.
+
+    bench/report.py RAW_DIR [OUT_DIR]
+
+RAW_DIR holds what bench/in-vm wrote into $VM_OUT (info.txt and the CSV
+files); OUT_DIR defaults to bench/results. Prints the targets, PASS or MISS,
+and exits 0 whatever they are (1 only when RAW_DIR has no results at all).
+"""
+import csv
+import math
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+TCG_NOTE = ("Measured in one run of a QEMU guest without KVM (TCG: every instruction "
+            "emulated, 10-50x slower than native), all modes on the same guest. "
+            "Absolute times mean little; the ratios are what count.")
+OTHER_NOTE = ("Measured in one run, all modes on the same machine (not a TCG guest). "
+              "Absolute times depend on the machine; the ratios are what count.")
+
+MODE_LABEL = {
+    "none": "no recorder",
+    "mmap": "MMAP",
+    "mmap2": "MMAP2",
+    "mmap2bid": "MMAP2+build_id",
+    "mmap3": "MMAP3",
+    "code-region-rec": "code region, recorded",
+    "code-region-idle": "code region, nobody records",
+    "perf-map": "perf-PID.map",
+    "jitdump": "jitdump",
+    "none-perf-map": "no recorder (perf-map fallback)",
+    "no-mmap3": "MMAP2 (--no-mmap3)",
+}
+MAP_MODES = ["none", "mmap", "mmap2", "mmap2bid", "mmap3"]
+ANN_MODES = ["code-region-rec", "code-region-idle", "perf-map", "jitdump"]
+SD_MODES = ["none", "none-perf-map", "mmap3", "perf-map", "jitdump"]
+E2E_PIPES = ["mmap3", "jitdump", "perf-map"]
+E2E_LABEL = {
+    "mmap3": "MMAP3 (record, report)",
+    "jitdump": "jitdump (record -k 1, inject --jit, report)",
+    "perf-map": "perf-PID.map (record, report)",
+}
+
+
+def read_csv(raw, name):
+    path = os.path.join(raw, name)
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def read_info(raw):
+    info = {}
+    path = os.path.join(raw, "info.txt")
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                k, _, v = line.rstrip("\n").partition("=")
+                if k:
+                    info[k] = v
+    return info
+
+
+def num(v, default=None):
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return default
+    return x if math.isfinite(x) else default
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(v, digits=1, unit=""):
+    if v is None:
+        return "–"
+    if abs(v) >= 100 or digits == 0:
+        s = f"{v:,.0f}"
+    else:
+        s = f"{v:,.{digits}f}"
+    return s + unit
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def fmt_ratio(r):
+    return "–" if r is None else f"{r:.2f}x"
+
+
+def table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(str(c) for c in r) + " |")
+    return "\n".join(out)
+
+
+class Results:
+    def __init__(self, raw):
+        global TCG_NOTE
+        self.raw = raw
+        self.info = read_info(raw)
+        if self.info.get("accel", "tcg") != "tcg":
+            TCG_NOTE = OTHER_NOTE
+        self.mapcost = read_csv(raw, "mapcost.csv")
+        self.buildid = read_csv(raw, "buildid.csv")
+        self.announce = read_csv(raw, "announce.csv")
+        self.report = read_csv(raw, "report.csv")
+        self.slowdown = read_csv(raw, "slowdown.csv")
+        self.e2e = read_csv(raw, "e2e.csv")
+        self.targets = []  # (name, measured, verdict)
+
+    def empty(self):
+        return not any([self.mapcost, self.buildid, self.announce, self.report,
+                        self.slowdown, self.e2e])
+
+    # ---- 1. mapping cost ----
+    def mapcost_medians(self):
+        by = defaultdict(list)
+        recs = defaultdict(lambda: [0, 0, 0, 0])  # iters, records, with_bid, lost
+        for r in self.mapcost:
+            key = (r["op"], r["mode"])
+            by[key].append(num(r["ns_per_call"]))
+            acc = recs[key]
+            acc[0] += int(r["iters"])
+            acc[1] += int(r["records"])
+            acc[2] += int(r["with_build_id"])
+            acc[3] += int(r["lost"])
+        return {k: med(v) for k, v in by.items()}, recs
+
+    def section_mapcost(self):
+        md = ["## 1. Mapping cost", "", TCG_NOTE, ""]
+        if not self.mapcost:
+            md.append("No results (mapcost did not run or failed).")
+            self.targets.append(("Mapping cost with MMAP3 within 1.10x of MMAP2+build_id",
+                                 "not measured", "MISS"))
+            return "\n".join(md)
+        meds, recs = self.mapcost_medians()
+        rounds = len({r["round"] for r in self.mapcost})
+        i = self.info
+        md.append(
+            f"A C program (`bench/src/mapcost.c`) records itself with a `PERF_COUNT_SW_DUMMY` event "
+            f"(pid 0, cpu -1, `sample_id_all`, TID|TIME, a 256-page ring buffer drained between "
+            f"timed batches of 250 calls) and times `mmap()`+`munmap()` of `{i.get('map_file', '?')}` "
+            f"(PROT_READ|PROT_EXEC, MAP_PRIVATE; {i.get('map_iters', '?')} calls) and "
+            f"`dlopen()`+`dlclose()` of a small library ({i.get('dl_iters', '?')} calls). "
+            f"The modes ran interleaved, {rounds} rounds; medians of the rounds. "
+            "Ratios are to MMAP2+build_id.")
+        md.append("")
+        rows = []
+        for op, label in [("mmap", "mmap+munmap"), ("dlopen", "dlopen+dlclose")]:
+            base = meds.get((op, "mmap2bid"))
+            for m in MAP_MODES:
+                if (op, m) not in meds:
+                    continue
+                it, nrec, nbid, lost = recs[(op, m)]
+                rows.append([label, MODE_LABEL[m], fmt(meds[(op, m)], 0),
+                             fmt_ratio(ratio(meds[(op, m)], base)),
+                             f"{nrec / it:.2f}" if it else "–",
+                             f"{100 * nbid / nrec:.0f}%" if nrec and m in ("mmap2bid", "mmap3") else "–",
+                             lost])
+        md.append(table(["operation", "recording", "ns per call (median)", "ratio to MMAP2+build_id",
+                         "records per call", "with build-id", "lost"], rows))
+        # target
+        parts, ok = [], True
+        for op in ("mmap", "dlopen"):
+            r = ratio(meds.get((op, "mmap3")), meds.get((op, "mmap2bid")))
+            if r is None:
+                continue
+            parts.append(f"{op} {r:.2f}x")
+            ok &= r <= 1.10
+        if not parts:
+            self.targets.append(("Mapping cost with MMAP3 within 1.10x of MMAP2+build_id",
+                                 "MMAP3 not measured", "MISS"))
+        else:
+            self.targets.append(("Mapping cost with MMAP3 within 1.10x of MMAP2+build_id",
+                                 ", ".join(parts), "PASS" if ok else "MISS"))
+        md.append("")
+        md.append(self.section_buildid())
+        return "\n".join(md)
+
+    def section_buildid(self):
+        md = ["### Build-ids after a page-cache drop", ""]
+        name = "Build-ids in 100% of ELF mappings after a cache drop (MMAP3)"
+        if not self.buildid:
+            md.append("No results.")
+            self.targets.append((name, "not measured", "MISS"))
+            return "\n".join(md)
+        md.append(
+            f"`echo 3 > /proc/sys/vm/drop_caches`, then one `mmap()` (PROT_READ|PROT_EXEC) of each of "
+            f"{self.buildid[0]['files']} distinct ELF files with a GNU build-id from "
+            "/usr/lib/x86_64-linux-gnu that the program had not mapped; the cache is dropped again "
+            "before each mode. \"correct\": the record's build-id equals the file's. The warm row "
+            "maps the same files again without a drop, after the MMAP3 pass read their notes.")
+        md.append("")
+        rows = []
+        mmap3 = None
+        for r in self.buildid:
+            files = int(r["files"])
+            has = int(r["with_build_id"])
+            rows.append([MODE_LABEL.get(r["mode"], r["mode"]),
+                         "dropped" if r["cache"] == "dropped" else "warm (no drop)",
+                         files, r["records"], f"{has} ({100 * has / files:.0f}%)" if files else "–",
+                         r["correct"], r["build_id_err"], r["lost"]])
+            if r["mode"] == "mmap3" and r["cache"] == "dropped":
+                mmap3 = r
+        md.append(table(["recording", "page cache", "files", "records", "with build-id", "correct",
+                         "BUILD_ID_ERR", "lost"], rows))
+        if mmap3 is None:
+            self.targets.append((name, "MMAP3 not measured after a drop", "MISS"))
+        else:
+            files, corr = int(mmap3["files"]), int(mmap3["correct"])
+            ok = files > 0 and corr == files
+            self.targets.append((name, f"{corr}/{files} correct build-ids"
+                                 f" ({100 * corr / files:.0f}%)" if files else "no files",
+                                 "PASS" if ok else "MISS"))
+        return "\n".join(md)
+
+    # ---- 2. announce ----
+    def announce_medians(self):
+        by = defaultdict(lambda: defaultdict(list))
+        for r in self.announce:
+            for k in ("load_ns", "unload_ns", "records", "side_files"):
+                by[r["mode"]][k].append(num(r[k]))
+        return {m: {k: med(v) for k, v in d.items()} for m, d in by.items()}
+
+    def section_announce(self):
+        md = ["## 2. Announce cost per JIT code region", "", TCG_NOTE, ""]
+        name = "Announce cost with nobody recording within 2x of a perf-map line"
+        if not self.announce:
+            md.append("No results.")
+            self.targets.append((name, "not measured", "MISS"))
+            return "\n".join(md)
+        meds = self.announce_medians()
+        rounds = len({r["round"] for r in self.announce})
+        md.append(
+            f"`bench/src/announce.cpp`: {self.info.get('ann_funcs', '?')} functions of 16 bytes, each "
+            "with its own code bytes, in one RWX mapping, announced with `perfjit_load()` (then "
+            "`perfjit_unload()`), timed in batches of 500. \"recorded\": the program holds a dummy "
+            "event with `mmap3` on itself, so the ioctl returns 1 and libperfjit writes each side "
+            "file into a temporary PERF_BUILDID_DIR (the ring buffer is drained between batches). "
+            f"Modes interleaved, {rounds} rounds; medians. Ratios are to perf-PID.map.")
+        md.append("")
+        base = meds.get("perf-map", {}).get("load_ns")
+        rows = []
+        for m in ANN_MODES:
+            if m not in meds:
+                continue
+            d = meds[m]
+            rows.append([MODE_LABEL[m], fmt(d["load_ns"], 0), fmt_ratio(ratio(d["load_ns"], base)),
+                         fmt(d["unload_ns"], 0),
+                         fmt(d["records"], 0) if m == "code-region-rec" else "–",
+                         fmt(d["side_files"], 0) if m.startswith("code-region") else "–"])
+        md.append(table(["mode", "ns per announce (load)", "ratio to perf-map", "ns per unload",
+                         "MMAP3 code-region records (loads+unloads)", "side files written"], rows))
+        # Cross-check with perfjit-calc, whose functions carry line tables
+        # and unwind info (section 4): nobody recording, code regions
+        # against the perf-map fallback.
+        sd = defaultdict(list)
+        for row in self.slowdown:
+            sd[row["mode"]].append(num(row["announce_us"]))
+        a, b = med(sd.get("none", [])), med(sd.get("none-perf-map", []))
+        if a is not None and b:
+            md.append("")
+            md.append(f"Cross-check with perfjit-calc (section 4; its functions carry line tables and "
+                      f"unwind tables, which libperfjit hashes into the build-id even when nobody "
+                      f"records): nobody recording, code regions cost {a:,.1f} us per function against "
+                      f"{b:,.1f} us for the perf-map fallback ({a / b:.2f}x).")
+        r = ratio(meds.get("code-region-idle", {}).get("load_ns"), base)
+        if r is None:
+            self.targets.append((name, "not measured", "MISS"))
+        else:
+            self.targets.append((name, f"{r:.2f}x", "PASS" if r <= 2.0 else "MISS"))
+        return "\n".join(md)
+
+    # ---- 3. end to end ----
+    def section_e2e(self):
+        md = ["## 3. End to end: record to a finished `perf report --stdio`", "", TCG_NOTE, ""]
+        name = "End to end at the largest size: >= 10x faster than jitdump, <= 1/2 its disk, 100% of hot functions named"
+        if not self.e2e:
+            md.append("No results.")
+            self.targets.append((name, "not measured", "MISS"))
+            return "\n".join(md)
+        md.append(
+            f"perfjit-calc --functions N --seconds {self.info.get('e2e_seconds', '?')} under "
+            "`perf record -e cpu-clock`, one run per cell. Wall time from the start of `perf record` "
+            "to the end of `perf report --stdio --sort sym` (with `perf inject --jit` between for "
+            "jitdump). Disk: perf.data (and the injected one), perf-PID.map, and the JIT's files: "
+            "side files in the build-id cache (MMAP3), the jitdump file, the jitted .so files and "
+            "their copies in the build-id cache (jitdump). perf's copies of ordinary ELF files "
+            "(libc, kallsyms...) in the build-id cache are the same for every pipeline and are shown "
+            "apart (\"other cache\"), not in \"disk\". Hot functions named: the distinct names of "
+            "the truth lines (all hot functions run for tens of ms or more, so all are sampled) found "
+            "as a symbol in the report. A step cut short by the time budget shows \"timeout\"; its "
+            "time and disk are then lower bounds (\">\").")
+        md.append("")
+        rows = []
+        by = {(int(r["functions"]), r["pipeline"]): r for r in self.e2e}
+        sizes = sorted({k[0] for k in by})
+        for n in sizes:
+            jd = by.get((n, "jitdump"))
+            for p in E2E_PIPES:
+                r = by.get((n, p))
+                if not r:
+                    continue
+                cut = r["status"] != "ok"
+                lb = ">" if cut else ""
+                tot, disk = num(r["total_s"]), num(r["disk_kb"])
+                sp = dr = "–"
+                if p != "jitdump" and jd:
+                    jt, jdk = num(jd["total_s"]), num(jd["disk_kb"])
+                    jcut = jd["status"] != "ok"
+                    if not cut and tot:
+                        sp = (">" if jcut else "") + fmt_ratio(ratio(jt, tot))
+                    if disk is not None and jdk:
+                        dr = ("<" if jcut and not cut else "") + fmt_ratio(ratio(disk, jdk))
+                hot = f"{r['hot_named']}/{r['hot']}" if not cut else "–"
+                want = "code-region" if p == "mmap3" else p
+                note = "" if r["announce_mode"] == want else f" [libperfjit mode: {r['announce_mode']}]"
+                rows.append([f"{n:,}", E2E_LABEL[p] + note,
+                             r["status"], fmt(num(r["record_s"]), 1), fmt(num(r["inject_s"]), 1) if p == "jitdump" else "–",
+                             fmt(num(r["report_s"]), 1), lb + fmt(tot, 1), sp,
+                             lb + fmt(disk / 1024 if disk is not None else None, 1),
+                             dr, r["jit_files"], fmt(num(r["other_kb"], 0) / 1024, 1), hot])
+        md.append(table(["functions", "pipeline", "status", "record s", "inject s", "report s",
+                         "total s", "speed-up vs jitdump", "disk MiB", "disk vs jitdump",
+                         "JIT files", "other cache MiB", "hot named"], rows))
+        # target, at the largest size
+        n = sizes[-1]
+        m, j = by.get((n, "mmap3")), by.get((n, "jitdump"))
+        label = f"{name.split(':')[0]} ({n:,} functions)"
+        if not m or not j:
+            self.targets.append((label, "not measured", "MISS"))
+        elif m["status"] != "ok":
+            self.targets.append((label, f"MMAP3 pipeline {m['status']}", "MISS"))
+        elif m["announce_mode"] != "code-region":
+            self.targets.append((label, f"libperfjit used {m['announce_mode']}, not code regions", "MISS"))
+        else:
+            jcut = j["status"] != "ok"
+            sp = ratio(num(j["total_s"]), num(m["total_s"]))
+            dr = ratio(num(m["disk_kb"]), num(j["disk_kb"]))
+            hot_ok = int(m["hot"]) > 0 and m["hot"] == m["hot_named"]
+            ok = sp is not None and sp >= 10 and dr is not None and dr <= 0.5 and hot_ok
+            gt = ">=" if jcut else ""
+            meas = (f"{gt}{sp:.1f}x faster, disk {'<=' if jcut else ''}{dr:.2f}x of jitdump, "
+                    f"{m['hot_named']}/{m['hot']} hot named")
+            if jcut:
+                meas += f" (jitdump {j['status']} after {fmt(num(j['total_s']), 0)} s: lower bounds)"
+            self.targets.append((label, meas, "PASS" if ok else "MISS"))
+        return "\n".join(md)
+
+    # ---- 4. slowdown ----
+    def section_slowdown(self):
+        md = ["## 4. Workload slowdown", "", TCG_NOTE, ""]
+        if not self.slowdown:
+            md.append("No results.")
+            return "\n".join(md)
+        i = self.info
+        rounds = len({r["round"] for r in self.slowdown})
+        md.append(
+            f"perfjit-calc --functions {i.get('sd_funcs', '?')} --seconds {i.get('sd_seconds', '?')}: "
+            "the compile and announce cost per function it reports on stderr, its own wall time "
+            "(measured around it by `bench/src/timeit`, inside the recording) and the total "
+            "including perf record's start-up and finish. \"no recorder\": libperfjit in auto mode "
+            "(code regions; the ioctl returns 0). Ratios are to no recorder. "
+            f"{rounds} rounds, interleaved; medians.")
+        md.append("")
+        by = defaultdict(lambda: defaultdict(list))
+        modes_seen = {}
+        for r in self.slowdown:
+            for k in ("compile_us", "announce_us", "calc_s", "total_s"):
+                by[r["mode"]][k].append(num(r[k]))
+            modes_seen[r["mode"]] = r["announce_mode"]
+        meds = {m: {k: med(v) for k, v in d.items()} for m, d in by.items()}
+        base = meds.get("none", {})
+        rows = []
+        for m in SD_MODES:
+            if m not in meds:
+                continue
+            d = meds[m]
+            label = {"none": "no recorder", "none-perf-map": "no recorder, perf-map fallback",
+                     "mmap3": "perf record (MMAP3, code regions)", "perf-map": "perf record, perf-PID.map",
+                     "jitdump": "perf record -k 1, jitdump"}[m]
+            ca = (d["compile_us"] or 0) + (d["announce_us"] or 0) if d["compile_us"] is not None else None
+            cab = (base.get("compile_us") or 0) + (base.get("announce_us") or 0) if base.get("compile_us") is not None else None
+            rows.append([label, modes_seen[m], fmt(d["compile_us"], 2), fmt(d["announce_us"], 2),
+                         fmt_ratio(ratio(ca, cab)), fmt(d["calc_s"], 2),
+                         fmt_ratio(ratio(d["calc_s"], base.get("calc_s"))), fmt(d["total_s"], 2),
+                         fmt_ratio(ratio(d["total_s"], base.get("total_s")))])
+        md.append(table(["recording", "libperfjit mode", "compile us/function", "announce us/function",
+                         "compile+announce vs none", "perfjit-calc s", "vs none", "total s", "vs none"],
+                        rows))
+        return "\n".join(md)
+
+    # ---- 5. report throughput ----
+    def section_report(self):
+        md = ["## 5. Report throughput", "", TCG_NOTE, ""]
+        name = "perf report with MMAP3 within 1.10x of MMAP2"
+        if not self.report:
+            md.append("No results.")
+            self.targets.append((name, "not measured", "MISS"))
+            return "\n".join(md)
+        by = defaultdict(list)
+        first = {}
+        for r in self.report:
+            if r["status"] == "ok":
+                by[r["mode"]].append(num(r["report_s"]))
+            first.setdefault(r["mode"], r)
+        runs = len({r["run"] for r in self.report})
+        md.append(
+            f"`perf record -e cpu-clock --mmap3` and `--no-mmap3` of `mapcost loop`: "
+            f"{int(self.info.get('rt_iters', 0)):,} mmap()+munmap() of an ELF file, then "
+            f"`perf report --stdio > /dev/null` of each, {runs} runs interleaved; medians.")
+        md.append("")
+        rows = []
+        meds = {m: med(v) for m, v in by.items()}
+        base = meds.get("no-mmap3")
+        for m in ("mmap3", "no-mmap3"):
+            if m not in first:
+                continue
+            r = first[m]
+            rows.append([MODE_LABEL[m], f"{int(r['records'] or 0):,}",
+                         fmt(num(r["data_kb"], 0) / 1024, 1), fmt(num(r["record_s"]), 1),
+                         fmt(meds.get(m), 2), fmt_ratio(ratio(meds.get(m), base)),
+                         f"{len(by[m])}/{sum(1 for x in self.report if x['mode'] == m)}"])
+        md.append(table(["recording", "mapping records", "perf.data MiB", "perf record s",
+                         "perf report s (median)", "ratio to MMAP2", "runs ok"], rows))
+        r = ratio(meds.get("mmap3"), base)
+        nrec = int(first.get("mmap3", {}).get("records") or 0)
+        if r is None or nrec == 0:
+            self.targets.append((name, "not measured" if r is None else "no MMAP3 records in perf.data",
+                                 "MISS"))
+        else:
+            self.targets.append((name, f"{r:.2f}x", "PASS" if r <= 1.10 else "MISS"))
+        return "\n".join(md)
+
+    # ---- the document ----
+    def markdown(self):
+        sections = [self.section_mapcost(), self.section_announce(), self.section_e2e(),
+                    self.section_slowdown(), self.section_report()]
+        i = self.info
+        head = ["# mmap3 benchmarks", ""]
+        if i.get("quick") == "1":
+            head += ["**Quick run (BENCH_QUICK=1): tiny counts, a smoke test; the figures are not "
+                     "meaningful.**", ""]
+        head += [
+            f"Run {i.get('date', '?')} by `make bench` (bench/run, bench/in-vm, bench/report.py); "
+            f"the in-VM part took {fmt(num(i.get('elapsed_s')), 0)} s.",
+            "",
+            TCG_NOTE,
+            "",
+            table(["", ""], [
+                ["guest kernel", f"`{i.get('kernel', '?')}`"],
+                ["machine", f"{i.get('virt', '?')}; {i.get('cpus', '?')} vCPUs ({i.get('cpu', '?')}), "
+                            f"{i.get('mem_mb', '?')} MiB"],
+                ["kernel debug options", (i.get("kernel_debug") or "none found") +
+                 (" (lockdep: kernel paths cost more than in a production kernel)"
+                  if "LOCKDEP" in i.get("kernel_debug", "") else "")],
+                ["perf", f"`{i.get('perf', '?')}`"],
+                ["counts", f"mapping: {i.get('map_rounds', '?')} rounds x {i.get('map_iters', '?')} mmap, "
+                           f"{i.get('dl_iters', '?')} dlopen; build-id: {i.get('bid_files', '?')} files; "
+                           f"announce: {i.get('ann_rounds', '?')} rounds x {i.get('ann_funcs', '?')}; "
+                           f"end to end: {i.get('e2e_sizes', '?').replace(' ', ', ')} functions; "
+                           f"slowdown: {i.get('sd_rounds', '?')} x {i.get('sd_funcs', '?')} functions; "
+                           f"report: {i.get('rt_iters', '?')} mmaps, {i.get('rt_runs', '?')} runs"],
+            ]),
+            "",
+            "## Targets",
+            "",
+            TCG_NOTE,
+            "",
+            table(["target", "measured", "verdict"], [[n, m, f"**{v}**"] for n, m, v in self.targets]),
+            "",
+            "![results](results.png)",
+            "",
+        ]
+        return "\n".join(head + ["\n\n".join(sections), ""])
+
+    # ---- the plot ----
+    def plot(self, path):
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(2, 4, figsize=(22, 10))
+        axes = axes.flatten()
+        quick = " (QUICK)" if self.info.get("quick") == "1" else ""
+        where = "QEMU TCG guest" if self.info.get("accel", "tcg") == "tcg" else "one machine"
+        fig.suptitle("mmap3 benchmarks" + quick + f" - {where}: ratios count, absolute times do not",
+                     fontsize=14)
+
+        def bars(ax, labels, values, title, ylabel, line=None, colors=None, fmt_=None):
+            xs = range(len(labels))
+            vals = [v if v is not None else 0 for v in values]
+            b = ax.bar(xs, vals, color=colors)
+            ax.set_xticks(list(xs))
+            ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
+            ax.set_title(title, fontsize=10)
+            ax.set_ylabel(ylabel)
+            if line is not None:
+                ax.axhline(line, color="red", linestyle="--", linewidth=1)
+            for rect, v in zip(b, values):
+                if v is not None:
+                    ax.annotate((fmt_ or (lambda x: f"{x:.2f}"))(v),
+                                (rect.get_x() + rect.get_width() / 2, rect.get_height()),
+                                ha="center", va="bottom", fontsize=7)
+            return b
+
+        def nodata(ax, title):
+            ax.set_title(title, fontsize=10)
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+            ax.set_xticks([])
+            ax.set_yticks([])
+
+        # (a) mapping cost ratios
+        ax = axes[0]
+        if self.mapcost:
+            meds, _ = self.mapcost_medians()
+            modes = [m for m in MAP_MODES if ("mmap", m) in meds]
+            w = 0.38
+            for k, (op, col) in enumerate([("mmap", "tab:blue"), ("dlopen", "tab:orange")]):
+                base = meds.get((op, "mmap2bid"))
+                vals = [ratio(meds.get((op, m)), base) or 0 for m in modes]
+                xs = [x + (k - 0.5) * w for x in range(len(modes))]
+                ax.bar(xs, vals, w, label=op, color=col)
+            ax.set_xticks(range(len(modes)))
+            ax.set_xticklabels([MODE_LABEL[m] for m in modes], rotation=30, ha="right", fontsize=8)
+            ax.axhline(1.10, color="red", linestyle="--", linewidth=1, label="target 1.10")
+            ax.set_title("1. mapping cost, ratio to MMAP2+build_id", fontsize=10)
+            ax.legend(fontsize=7)
+        else:
+            nodata(ax, "1. mapping cost")
+
+        # (b) build-id share
+        ax = axes[1]
+        if self.buildid:
+            labels = [f"{MODE_LABEL.get(r['mode'], r['mode'])}\n{r['cache']}" for r in self.buildid]
+            vals = [100 * int(r["correct"]) / int(r["files"]) if int(r["files"]) else None
+                    for r in self.buildid]
+            bars(ax, labels, vals, "1. build-id in record after cache drop", "% of ELF mappings",
+                 line=100, colors=["tab:green" if r["mode"] == "mmap3" else "tab:gray" for r in self.buildid],
+                 fmt_=lambda x: f"{x:.0f}%")
+            ax.set_ylim(0, 110)
+        else:
+            nodata(ax, "1. build-ids after cache drop")
+
+        # (c) announce
+        ax = axes[2]
+        if self.announce:
+            meds = self.announce_medians()
+            modes = [m for m in ANN_MODES if m in meds]
+            base = meds.get("perf-map", {}).get("load_ns")
+            bars(ax, [MODE_LABEL[m] for m in modes], [ratio(meds[m]["load_ns"], base) for m in modes],
+                 "2. announce cost, ratio to a perf-map line", "ratio", line=2.0,
+                 colors=["tab:purple" if m.startswith("code") else "tab:gray" for m in modes])
+            ax.set_yscale("log")
+        else:
+            nodata(ax, "2. announce cost")
+
+        # (d), (e) end to end time and disk
+        by = {(int(r["functions"]), r["pipeline"]): r for r in self.e2e}
+        sizes = sorted({k[0] for k in by})
+        for ax, key, title, ylabel, scale in [
+                (axes[3], "total_s", "3. end to end: record -> report", "seconds (log)", 1),
+                (axes[4], "disk_kb", "3. end to end: disk (perf.data + JIT files)", "MiB (log)", 1 / 1024)]:
+            if not sizes:
+                nodata(ax, title)
+                continue
+            w = 0.27
+            colors = {"mmap3": "tab:green", "jitdump": "tab:red", "perf-map": "tab:gray"}
+            for k, p in enumerate(E2E_PIPES):
+                xs, vals, hatches = [], [], []
+                for x, n in enumerate(sizes):
+                    r = by.get((n, p))
+                    v = num(r[key]) if r else None
+                    if v is None or v <= 0:
+                        continue
+                    xs.append(x + (k - 1) * w)
+                    vals.append(v * scale)
+                    hatches.append(r["status"] != "ok")
+                b = ax.bar(xs, vals, w, label=p, color=colors[p])
+                for rect, cut in zip(b, hatches):
+                    if cut:
+                        rect.set_hatch("//")
+                        ax.annotate("cut", (rect.get_x() + rect.get_width() / 2, rect.get_height()),
+                                    ha="center", va="bottom", fontsize=7)
+            ax.set_yscale("log")
+            ax.set_xticks(range(len(sizes)))
+            ax.set_xticklabels([f"{n:,} fns" for n in sizes], fontsize=8)
+            ax.set_title(title, fontsize=10)
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=7)
+
+        # (f) slowdown
+        ax = axes[5]
+        if self.slowdown:
+            by_m = defaultdict(list)
+            for r in self.slowdown:
+                c, a = num(r["compile_us"]), num(r["announce_us"])
+                by_m[r["mode"]].append(c + a if c is not None and a is not None else None)
+            modes = [m for m in SD_MODES if m in by_m]
+            bars(ax, modes, [med(by_m[m]) for m in modes], "4. perfjit-calc compile+announce",
+                 "us per function", colors=["tab:green" if m == "mmap3" else "tab:gray" for m in modes])
+        else:
+            nodata(ax, "4. workload slowdown")
+
+        # (g) report throughput
+        ax = axes[6]
+        if self.report:
+            by_m = defaultdict(list)
+            for r in self.report:
+                if r["status"] == "ok":
+                    by_m[r["mode"]].append(num(r["report_s"]))
+            modes = [m for m in ("mmap3", "no-mmap3") if by_m.get(m)]
+            base = med(by_m.get("no-mmap3", []))
+            bars(ax, [MODE_LABEL[m] for m in modes], [ratio(med(by_m[m]), base) for m in modes],
+                 "5. perf report time, ratio to MMAP2", "ratio", line=1.10,
+                 colors=["tab:green" if m == "mmap3" else "tab:gray" for m in modes])
+        else:
+            nodata(ax, "5. report throughput")
+
+        # (h) targets
+        ax = axes[7]
+        ax.axis("off")
+        ax.set_title("targets", fontsize=10)
+        y = 0.95
+        for n, m, v in self.targets:
+            ax.text(0.0, y, f"{v}", color="green" if v == "PASS" else "red", fontsize=9,
+                    fontweight="bold", transform=ax.transAxes, va="top")
+            ax.text(0.14, y, f"{n}\n{m}", fontsize=7, transform=ax.transAxes, va="top", wrap=True)
+            y -= 0.19
+        fig.tight_layout(rect=(0, 0, 1, 0.95))
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    raw = sys.argv[1]
+    out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+    res = Results(raw)
+    if res.empty():
+        print(f"report.py: no results in {raw}", file=sys.stderr)
+        return 1
+    os.makedirs(out, exist_ok=True)
+    md = res.markdown()
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(md)
+    res.plot(os.path.join(out, "results.png"))
+    print(f"report.py: wrote {out}/results.md and results.png")
+    for n, m, v in res.targets:
+        print(f"  {v:4}  {n}: {m}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
