@@ -61,6 +61,7 @@ struct perfjit_session {
 	bool recording = false;
 	unsigned fork_generation = 0;
 	std::map<uint64_t, Region> regions;
+	DirCache dirs;
 	PerfMap perf_map;
 	Jitdump jitdump;
 
@@ -210,7 +211,7 @@ int perfjit_session::store(Region &r)
 {
 	if (r.stored)
 		return 0;
-	int err = store_side_file(buildid_dir, r.image, r.id);
+	int err = store_side_file(buildid_dir, r.image, r.id, &dirs);
 	if (!err)
 		r.stored = true;
 	return err;

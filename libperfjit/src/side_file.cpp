@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "side_file.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -138,6 +139,8 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 {
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
+	// ELF_C_WRITE, not ELF_C_WRITE_MMAP: writing through a mapping turns a
+	// full disk into SIGBUS in the runtime instead of an error.
 	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd, ELF_C_WRITE, nullptr));
 	if (!elf)
 		return -EIO;
@@ -294,26 +297,35 @@ int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &ou
 	return 0;
 }
 
-int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id)
+int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
+		    DirCache *dirs)
 {
+	static std::atomic<unsigned long> counter{0};
 	const std::string path = side_file_path(buildid_dir, id);
 	const std::string dir = path.substr(0, path.rfind('/'));
 
+	// Every system call counts here: a JIT may store thousands of files.
 	if (access(path.c_str(), F_OK) == 0)
 		return 0; // stored already, by us or a concurrent writer: never rewritten
-	int err = mkdir_p(dir);
-	if (err)
-		return err;
+	if (!dirs || !dirs->has(id[0])) {
+		int err = mkdir_p(dir);
 
-	std::string tmp = dir + "/.perfjit-XXXXXX";
-	UniqueFd fd(mkostemp(tmp.data(), O_CLOEXEC));
+		if (err)
+			return err;
+		if (dirs)
+			dirs->add(id[0]);
+	}
+
+	// A name no other writer uses (pid and counter), created 0644 as the
+	// rest of the cache.
+	const std::string tmp = dir + "/.perfjit-" + std::to_string(getpid()) + "-" +
+				std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+	UniqueFd fd(open(tmp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644));
 	if (!fd)
 		return -errno;
 	// No fsync(): this is a cache, and perf checks the build-id note of
 	// what it reads, so a file torn by a crash is never taken for the code.
-	err = write_elf(fd.get(), image, id);
-	if (!err && fchmod(fd.get(), 0644))
-		err = -errno;
+	int err = write_elf(fd.get(), image, id);
 	fd.reset();
 	// link() never replaces: the first complete file wins.
 	if (!err && link(tmp.c_str(), path.c_str()) && errno != EEXIST)

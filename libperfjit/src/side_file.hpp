@@ -47,10 +47,23 @@ std::string side_file_path(const std::string &buildid_dir, const BuildId &id);
 // The ELF image of @image, whose build-id is @id.
 int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &out);
 
+// The .build-id/xx directories known to exist, so that they are created
+// once per session rather than once per file.
+class DirCache
+{
+public:
+	bool has(uint8_t prefix) const { return known_[prefix]; }
+	void add(uint8_t prefix) { known_[prefix] = true; }
+
+private:
+	std::array<bool, 256> known_{};
+};
+
 // Stores the side file at side_file_path(), atomically: a temporary file
 // linked into place. A file already there is left alone. Returns 0 or a
 // negative errno, and never leaves a partial file behind.
-int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id);
+int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
+		    DirCache *dirs = nullptr);
 
 } // namespace perfjit
 
