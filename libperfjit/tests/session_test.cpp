@@ -300,6 +300,10 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 
 	perfjit::UniqueFd recorder(open_recorder());
 	ASSERT_TRUE(recorder) << strerror(errno);
+	// An event takes records only into a ring buffer: give it one.
+	const size_t rb_len = 2 * sysconf(_SC_PAGESIZE);
+	void *rb = mmap(nullptr, rb_len, PROT_READ | PROT_WRITE, MAP_SHARED, recorder.get(), 0);
+	ASSERT_NE(rb, MAP_FAILED) << strerror(errno);
 	ASSERT_FALSE(s.load("jit_seen", page.at(16), 16));
 	// Both side files now exist: the recorder appeared after jit_unseen.
 	for (size_t off : {0, 16}) {
@@ -312,4 +316,5 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 	EXPECT_FALSE(s.unload(page.at(0)));
 	EXPECT_FALSE(s.move(page.at(16), page.at(32)));
 	EXPECT_EQ(perfjit_side_file(s.get(), page.at(32), path, sizeof(path)), 0);
+	munmap(rb, rb_len);
 }
