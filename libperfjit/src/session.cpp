@@ -43,6 +43,19 @@ std::string home_dir(const char *sub)
 	return std::string(home && home[0] ? home : "/tmp") + sub;
 }
 
+// The directory the options name, else the one $@env names, else
+// $HOME@home_sub.
+std::string choose_dir(const char *option, const char *env, const char *home_sub)
+{
+	const char *value = getenv(env);
+
+	if (option)
+		return option;
+	if (value && value[0])
+		return value;
+	return home_dir(home_sub);
+}
+
 struct Region {
 	CodeImage image;
 	BuildId id{};
@@ -117,21 +130,8 @@ int perfjit_session::open_fallback(int which)
 
 int perfjit_session::open(const perfjit_options &opts)
 {
-	const char *env = getenv("PERF_BUILDID_DIR");
-
-	if (opts.buildid_dir)
-		buildid_dir = opts.buildid_dir;
-	else if (env && env[0])
-		buildid_dir = env;
-	else
-		buildid_dir = home_dir("/.debug");
-	env = getenv("JITDUMPDIR");
-	if (opts.jitdump_dir)
-		jitdump_dir = opts.jitdump_dir;
-	else if (env && env[0])
-		jitdump_dir = env;
-	else
-		jitdump_dir = home_dir("/.debug/jit");
+	buildid_dir = choose_dir(opts.buildid_dir, "PERF_BUILDID_DIR", "/.debug");
+	jitdump_dir = choose_dir(opts.jitdump_dir, "JITDUMPDIR", "/.debug/jit");
 	fork_generation = g_fork_generation.load(std::memory_order_relaxed);
 
 	const int fallback = opts.fallback ? static_cast<int>(opts.fallback)
