@@ -121,6 +121,16 @@ TEST(Session, BadArguments)
 	EXPECT_EQ(perfjit_load(s, &c), -EEXIST);
 	EXPECT_EQ(perfjit_unload(s, kCode + 1), -ENOENT);
 	EXPECT_EQ(perfjit_move(s, kCode + 1, kCode + 2), -ENOENT);
+	perfjit_code other = code_at(kCode + 16, "g");
+	EXPECT_EQ(perfjit_load(s, &other), 0);
+	EXPECT_EQ(perfjit_move(s, kCode, kCode + 16), -EEXIST);
+	EXPECT_EQ(perfjit_move(s, kCode, nullptr), -EINVAL);
+	char path[8];
+	uint8_t id[20];
+	EXPECT_EQ(perfjit_side_file(s, kCode, nullptr, 0), -EINVAL);
+	EXPECT_EQ(perfjit_side_file(s, kCode + 1, path, sizeof(path)), -ENOENT);
+	EXPECT_EQ(perfjit_build_id(s, kCode, nullptr), -EINVAL);
+	EXPECT_EQ(perfjit_build_id(s, kCode + 1, id), -ENOENT);
 	EXPECT_EQ(perfjit_unload(s, kCode), 0);
 	EXPECT_STRNE(perfjit_strerror(-ENOENT), "");
 	perfjit_close(s);
