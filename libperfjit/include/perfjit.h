@@ -87,6 +87,17 @@ typedef struct perfjit_session perfjit_session;
 PERFJIT_API int perfjit_open(const struct perfjit_options *opts, perfjit_session **session);
 /* Announce code that was just made executable. */
 PERFJIT_API int perfjit_load(perfjit_session *session, const struct perfjit_code *code);
+/*
+ * Announce @n pieces of code at once: a module, a class, a burst of
+ * compiles. With code regions they share one side file, so the recording
+ * costs one file write, and perf report one file to open, instead of @n;
+ * perfjit_load() of each costs @n of both. Each stays a region of its own
+ * for unload and move. The batch loads as a whole: on an error none of it is
+ * loaded (a perf-PID.map or jitdump fallback file may keep lines for its
+ * first pieces, which the next attempt repeats harmlessly).
+ */
+PERFJIT_API int perfjit_load_many(perfjit_session *session, const struct perfjit_code *const *codes,
+				  size_t n);
 /* Announce that the code loaded at @addr was freed. */
 PERFJIT_API int perfjit_unload(perfjit_session *session, const void *addr);
 /* Announce that the code loaded at @from now runs at @to (already copied). */

@@ -8,6 +8,7 @@
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "perfjit.h"
 
@@ -54,6 +55,11 @@ public:
 		code.addr = addr;
 		code.len = len;
 		return load(code);
+	}
+	// One side file for all of @codes: see perfjit_load_many().
+	std::error_code load(const std::vector<const perfjit_code *> &codes) noexcept
+	{
+		return make_error(perfjit_load_many(session_.get(), codes.data(), codes.size()));
 	}
 	std::error_code unload(const void *addr) noexcept
 	{

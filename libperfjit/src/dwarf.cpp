@@ -2,7 +2,8 @@
 //
 // Hand-encoded rather than produced with libdwarf's producer: Debian 12's
 // libdwarf has no producer library (libdwarfp), and elfutils only reads
-// DWARF. What is needed is small: one compile unit and one line program.
+// DWARF. What is needed is small: a compile unit and a line program for
+// each function.
 #include "dwarf.hpp"
 
 #include <cstring>
@@ -81,31 +82,35 @@ constexpr uint16_t DW_LANG_Mips_Assembler = 0x8001;
 
 } // namespace
 
-DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
+void append_line_info(DwarfSections &out, const CodeImage &image, uint64_t text_addr)
 {
-	DwarfSections out;
 	const std::string &file = image.source_file;
 	const size_t slash = file.rfind('/');
 	const std::string dir =
 		slash == std::string::npos ? "." : file.substr(0, slash ? slash : 1);
 	const std::string base = slash == std::string::npos ? file : file.substr(slash + 1);
 
-	Writer abbrev;
-	abbrev.uleb(1);
-	abbrev.uleb(DW_TAG_compile_unit);
-	abbrev.u8(0); // no children
-	for (auto [at, form] : {std::pair<uint8_t, uint8_t>{DW_AT_producer, DW_FORM_string},
-				{DW_AT_language, DW_FORM_data2},
-				{DW_AT_name, DW_FORM_string},
-				{DW_AT_stmt_list, DW_FORM_sec_offset},
-				{DW_AT_low_pc, DW_FORM_addr},
-				{DW_AT_high_pc, DW_FORM_data8}}) {
-		abbrev.uleb(at);
-		abbrev.uleb(form);
+	// The units share one abbreviation, at offset 0.
+	const auto info_at = static_cast<uint32_t>(out.info.size());
+	const auto line_at = static_cast<uint32_t>(out.line.size());
+	if (out.abbrev.empty()) {
+		Writer abbrev;
+		abbrev.uleb(1);
+		abbrev.uleb(DW_TAG_compile_unit);
+		abbrev.u8(0); // no children
+		for (auto [at, form] : {std::pair<uint8_t, uint8_t>{DW_AT_producer, DW_FORM_string},
+					{DW_AT_language, DW_FORM_data2},
+					{DW_AT_name, DW_FORM_string},
+					{DW_AT_stmt_list, DW_FORM_sec_offset},
+					{DW_AT_low_pc, DW_FORM_addr},
+					{DW_AT_high_pc, DW_FORM_data8}}) {
+			abbrev.uleb(at);
+			abbrev.uleb(form);
+		}
+		abbrev.u16(0);
+		abbrev.u8(0);
+		out.abbrev = std::move(abbrev.bytes);
 	}
-	abbrev.u16(0);
-	abbrev.u8(0);
-	out.abbrev = std::move(abbrev.bytes);
 
 	Writer info;
 	info.u32(0); // unit_length, patched
@@ -116,11 +121,11 @@ DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
 	info.str("libperfjit");
 	info.u16(DW_LANG_Mips_Assembler);
 	info.str(file);
-	info.u32(0); // .debug_line offset
+	info.u32(line_at); // .debug_line offset
 	info.u64(text_addr);
 	info.u64(image.code.size());
 	info.patch32(0, info.size() - 4);
-	out.info = std::move(info.bytes);
+	out.info.insert(out.info.end(), info.bytes.begin(), info.bytes.end());
 
 	Writer line;
 	line.u32(0); // unit_length, patched
@@ -173,13 +178,13 @@ DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
 	line.uleb(1);
 	line.u8(DW_LNE_end_sequence);
 	line.patch32(0, line.size() - 4);
-	out.line = std::move(line.bytes);
+	out.line.insert(out.line.end(), line.bytes.begin(), line.bytes.end());
 
 	// Lets readers find the unit by address without scanning .debug_info.
 	Writer aranges;
 	aranges.u32(0); // unit_length, patched
 	aranges.u16(2);
-	aranges.u32(0); // .debug_info offset
+	aranges.u32(info_at); // .debug_info offset
 	aranges.u8(8);
 	aranges.u8(0);
 	aranges.u32(0); // padding to a multiple of the tuple size
@@ -188,8 +193,7 @@ DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr)
 	aranges.u64(0);
 	aranges.u64(0);
 	aranges.patch32(0, aranges.size() - 4);
-	out.aranges = std::move(aranges.bytes);
-	return out;
+	out.aranges.insert(out.aranges.end(), aranges.bytes.begin(), aranges.bytes.end());
 }
 
 } // namespace perfjit

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The DWARF that lets perf annotate and addr2line map JIT code to source
-// lines: one compile unit with a line program.
+// lines: a compile unit with a line program per function.
 #ifndef PERFJIT_DWARF_HPP
 #define PERFJIT_DWARF_HPP
 
@@ -19,9 +19,10 @@ struct DwarfSections {
 	std::vector<uint8_t> aranges;
 };
 
-// .debug_abbrev, .debug_info, .debug_line (DWARF 4) and .debug_aranges
-// for @image's line table, with its code at @text_addr.
-DwarfSections encode_line_info(const CodeImage &image, uint64_t text_addr);
+// Appends to .debug_info, .debug_line (DWARF 4) and .debug_aranges a unit
+// for @image's line table, with its code at @text_addr; the first call also
+// writes .debug_abbrev.
+void append_line_info(DwarfSections &out, const CodeImage &image, uint64_t text_addr);
 
 } // namespace perfjit
 

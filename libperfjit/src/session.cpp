@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The session behind the C API: mode selection, announcements, the table of
 // live code, fork safety.
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <linux/perf_event.h>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <pthread.h>
@@ -14,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <vector>
 
 #include "fallback.hpp"
 #include "perfjit.h"
@@ -56,11 +59,21 @@ std::string choose_dir(const char *option, const char *env, const char *home_sub
 	return home_dir(home_sub);
 }
 
-struct Region {
-	CodeImage image;
+// The code of one or more functions announced together, which share a side
+// file: one file to write, and for perf to open, per batch.
+struct SideFile {
+	Pack pack;
+	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
 	BuildId id{};
-	bool stored = false; // side file written
+	bool stored = false; // written to the build-id cache
+};
+
+struct Region {
+	std::shared_ptr<SideFile> file;
+	size_t index = 0; // in file->pack
 	uint64_t jitdump_index = 0;
+
+	const CodeImage &image() const { return file->pack[index]; }
 };
 
 } // namespace
@@ -81,9 +94,16 @@ struct perfjit_session {
 	int open(const perfjit_options &opts);
 	int reopen_after_fork();
 	int open_fallback(int which);
+	int announce_span(uint64_t addr, uint64_t len, uint64_t pgoff, const std::string &name,
+			  const SideFile &file, bool unload);
 	int announce(uint64_t addr, const Region &r, bool unload);
-	int store(Region &r);
-	int load(const perfjit_code &code);
+	int store(SideFile &file);
+	int announce_live(uint64_t addr, const Region &r);
+	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
+			  size_t i) const;
+	int announce_load(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
+			  size_t first, size_t count);
+	int load(const perfjit_code *const *codes, size_t n);
 	int unload(uint64_t addr);
 	int move(uint64_t from, uint64_t to);
 	int check_fork();
@@ -177,7 +197,7 @@ int perfjit_session::check_fork()
 	fork_generation = gen;
 	recording = false;
 	for (auto &kv : regions)
-		kv.second.stored = false;
+		kv.second.file->stored = false;
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
 		perf_fd.reset();
@@ -190,83 +210,194 @@ int perfjit_session::check_fork()
 	}
 }
 
-int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
+int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
+				   const std::string &name, const SideFile &file, bool unload)
 {
 	uapi::perf_code_region region{};
 
 	region.size = sizeof(region);
 	region.flags = unload ? uapi::PERF_CODE_REGION_UNLOAD : 0;
 	region.addr = addr;
-	region.len = r.image.code.size();
-	region.pgoff = kTextOffset;
-	region.name = reinterpret_cast<uintptr_t>(r.image.name.c_str());
-	region.build_id_size = r.id.size();
-	memcpy(region.build_id, r.id.data(), r.id.size());
+	region.len = len;
+	region.pgoff = pgoff;
+	region.name = reinterpret_cast<uintptr_t>(name.c_str());
+	region.build_id_size = file.id.size();
+	memcpy(region.build_id, file.id.data(), file.id.size());
 
 	const int ret = ioctl(perf_fd.get(), uapi::PERF_EVENT_IOC_CODE_REGION, &region);
 	return ret < 0 ? -errno : ret;
 }
 
-int perfjit_session::store(Region &r)
+int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 {
-	if (r.stored)
+	return announce_span(addr, r.image().code.size(), r.file->offsets[r.index], r.image().name,
+			     *r.file, unload);
+}
+
+int perfjit_session::store(SideFile &file)
+{
+	if (file.stored)
 		return 0;
-	int err = store_side_file(buildid_dir, r.image, r.id, &dirs);
+	int err = store_side_file(buildid_dir, file.pack, file.id, &dirs);
 	if (!err)
-		r.stored = true;
+		file.stored = true;
 	return err;
 }
 
-int perfjit_session::load(const perfjit_code &code)
+// Stores the side file of code loaded before and announces it again: for a
+// recorder that appeared after it was announced.
+int perfjit_session::announce_live(uint64_t addr, const Region &r)
 {
-	const uint64_t addr = reinterpret_cast<uintptr_t>(code.addr);
-	Region r;
-	int err = CodeImage::from(code, r.image);
+	int err = store(*r.file);
+	const int taken = err ? 0 : announce(addr, r, false);
 
-	if (err)
-		return err;
-	if (r.image.name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
-		return -ENAMETOOLONG;
-	if (regions.count(addr))
-		return -EEXIST;
+	return taken < 0 ? taken : err;
+}
 
-	switch (mode) {
-	case PERFJIT_MODE_PERF_MAP:
-		err = perf_map.load(addr, r.image.code.size(), r.image.name);
-		break;
-	case PERFJIT_MODE_JITDUMP:
-		err = jitdump.load(addr, r.image, r.jitdump_index);
-		break;
-	default: {
-		r.id = build_id_of(r.image);
-		// The ioctl first: while nobody records, no side file is written.
-		const int taken = announce(addr, r, false);
+// Announces batch[first, first + count), adjacent code that shares a side
+// file, as one region (count > 1) or each on its own, and stores the side
+// file if somebody records. The ioctl comes first: while nobody records,
+// nothing is stored.
+int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
+				   const std::vector<Region> &batch, size_t first, size_t count)
+{
+	const Region &r = batch[first];
+	int taken;
 
-		if (taken < 0)
-			return taken;
-		if (taken > 0) {
-			err = store(r);
-			if (!recording) {
-				// A recorder appeared: it has not seen the code loaded
-				// before, so store and announce that too.
-				for (auto &kv : regions) {
-					if (!err)
-						err = store(kv.second);
-					const int t =
-						err ? 0 : announce(kv.first, kv.second, false);
+	if (count > 1) {
+		const Region &last = batch[first + count - 1];
+		const std::string name =
+			r.image().name + " and " + std::to_string(count - 1) + " more";
 
-					if (t < 0)
-						err = t;
-				}
+		taken = announce_span(addrs[first],
+				      addrs[first + count - 1] + last.image().code.size() -
+					      addrs[first],
+				      r.file->offsets[r.index], name, *r.file, false);
+		// Not one executable mapping, say: then each on its own.
+		for (size_t i = first; taken == -EINVAL && i < first + count; i++)
+			taken = announce(addrs[i], batch[i], false);
+	} else {
+		taken = announce(addrs[first], r, false);
+	}
+	if (taken < 0)
+		return taken;
+
+	int err = 0;
+	if (taken > 0) {
+		err = store(*r.file);
+		if (!recording) {
+			// A recorder appeared: it has not seen the code loaded
+			// before, here or earlier in this batch.
+			for (auto &kv : regions) {
+				if (!err)
+					err = announce_live(kv.first, kv.second);
 			}
+			for (size_t j = 0; j < first && !err; j++)
+				err = announce_live(addrs[j], batch[j]);
 		}
-		recording = taken > 0;
-		break;
 	}
+	recording = taken > 0;
+	return err;
+}
+
+// How many of batch[i...] one region can cover: they share a side file,
+// follow each other in memory, and no other code lies between them.
+size_t perfjit_session::run_length(const std::vector<uint64_t> &addrs,
+				   const std::vector<Region> &batch, size_t i) const
+{
+	size_t n = 1;
+
+	for (; i + n < batch.size(); n++) {
+		const Region &prev = batch[i + n - 1], &next = batch[i + n];
+		auto other = regions.lower_bound(addrs[i + n - 1]);
+
+		if (prev.file != next.file || !adjacent(prev.image(), next.image()) ||
+		    (other != regions.end() && other->first < addrs[i + n]))
+			break;
 	}
-	if (err)
+	return n;
+}
+
+int perfjit_session::load(const perfjit_code *const *codes, size_t n)
+{
+	if (!codes || !n)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (!codes[i])
+			return -EINVAL;
+	}
+	// In address order: the order of a batch means nothing, and adjacent
+	// code can then share a region.
+	std::vector<const perfjit_code *> sorted(codes, codes + n);
+	std::sort(sorted.begin(), sorted.end(),
+		  [](const perfjit_code *a, const perfjit_code *b) { return a->addr < b->addr; });
+
+	std::vector<uint64_t> addrs(n);
+	std::vector<CodeImage> images(n);
+	for (size_t i = 0; i < n; i++) {
+		int err = CodeImage::from(*sorted[i], images[i]);
+
+		if (err)
+			return err;
+		if (images[i].name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
+			return -ENAMETOOLONG;
+		addrs[i] = images[i].addr;
+		if (regions.count(addrs[i]) || (i && addrs[i] == addrs[i - 1]))
+			return -EEXIST;
+	}
+
+	// With code regions the batch shares one side file, but for code whose
+	// unwind table cannot move: that gets a file of its own.
+	const bool code_region = mode == PERFJIT_MODE_CODE_REGION;
+	std::vector<Region> batch(n);
+	auto shared = std::make_shared<SideFile>();
+	for (size_t i = 0; i < n; i++) {
+		Region &r = batch[i];
+
+		r.file = code_region && eh_frame_relocatable(images[i])
+				 ? shared
+				 : std::make_shared<SideFile>();
+		r.index = r.file->pack.size();
+		r.file->pack.push_back(std::move(images[i]));
+	}
+	for (auto &r : batch) {
+		if (r.index == 0) {
+			r.file->offsets = pack_layout(r.file->pack);
+			if (code_region)
+				r.file->id = build_id_of(r.file->pack);
+		}
+	}
+
+	size_t announced = 0;
+	int err = 0;
+	while (announced < n && !err) {
+		Region &r = batch[announced];
+		size_t count = 1;
+
+		switch (mode) {
+		case PERFJIT_MODE_PERF_MAP:
+			err = perf_map.load(addrs[announced], r.image().code.size(),
+					    r.image().name);
+			break;
+		case PERFJIT_MODE_JITDUMP:
+			err = jitdump.load(addrs[announced], r.image(), r.jitdump_index);
+			break;
+		default:
+			count = run_length(addrs, batch, announced);
+			err = announce_load(addrs, batch, announced, count);
+			break;
+		}
+		announced += count;
+	}
+	if (err) {
+		// Take back what was announced: the batch loads as a whole or
+		// not at all. A fallback file keeps its lines: it has no unload.
+		for (size_t i = 0; code_region && i < announced; i++)
+			announce(addrs[i], batch[i], true);
 		return err;
-	regions.emplace(addr, std::move(r));
+	}
+	for (size_t i = 0; i < n; i++)
+		regions.emplace(addrs[i], std::move(batch[i]));
 	return 0;
 }
 
@@ -301,10 +432,10 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 	int err = 0;
 	switch (mode) {
 	case PERFJIT_MODE_PERF_MAP:
-		err = perf_map.load(to, r.image.code.size(), r.image.name);
+		err = perf_map.load(to, r.image().code.size(), r.image().name);
 		break;
 	case PERFJIT_MODE_JITDUMP:
-		err = jitdump.move(from, to, r.image.code.size(), r.jitdump_index);
+		err = jitdump.move(from, to, r.image().code.size(), r.jitdump_index);
 		break;
 	default: {
 		// Same code, same side file: only the address changes.
@@ -312,7 +443,7 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 
 		if (taken >= 0) {
 			if (taken > 0)
-				err = store(r);
+				err = store(*r.file);
 			taken = announce(from, it->second, true);
 		}
 		if (taken < 0)
@@ -382,9 +513,12 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 
 int perfjit_load(perfjit_session *session, const perfjit_code *code)
 {
-	if (!code)
-		return -EINVAL;
-	return locked(session, [&] { return session->load(*code); });
+	return perfjit_load_many(session, &code, 1);
+}
+
+int perfjit_load_many(perfjit_session *session, const perfjit_code *const *codes, size_t n)
+{
+	return locked(session, [&] { return session->load(codes, n); });
 }
 
 int perfjit_unload(perfjit_session *session, const void *addr)
@@ -422,9 +556,12 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 		if (it == session->regions.end())
 			return -ENOENT;
-		const BuildId id =
-			it->second.id == BuildId{} ? build_id_of(it->second.image) : it->second.id;
-		memcpy(build_id, id.data(), id.size());
+		SideFile &file = *it->second.file;
+
+		// Computed at load time only with code regions.
+		if (file.id == BuildId{})
+			file.id = build_id_of(file.pack);
+		memcpy(build_id, file.id.data(), file.id.size());
 		return 0;
 	});
 }
@@ -438,9 +575,9 @@ int perfjit_side_file(perfjit_session *session, const void *addr, char *path, si
 
 		if (it == session->regions.end())
 			return -ENOENT;
-		if (!it->second.stored)
+		if (!it->second.file->stored)
 			return -ENODATA;
-		const std::string p = side_file_path(session->buildid_dir, it->second.id);
+		const std::string p = side_file_path(session->buildid_dir, it->second.file->id);
 		if (p.size() >= size)
 			return -ENAMETOOLONG;
 		memcpy(path, p.c_str(), p.size() + 1);

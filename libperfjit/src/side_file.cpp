@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <map>
 #include <memory>
 #include <openssl/evp.h>
 #include <sys/mman.h>
@@ -33,6 +34,7 @@ int CodeImage::from(const perfjit_code &c, CodeImage &out)
 	}
 	out.name = c.name;
 	out.generation = c.generation;
+	out.addr = reinterpret_cast<uintptr_t>(c.addr);
 	const auto *code = static_cast<const uint8_t *>(c.addr);
 	out.code.assign(code, code + c.len);
 	out.source_file = c.source_file ? c.source_file : "";
@@ -98,6 +100,53 @@ std::string side_file_path(const std::string &buildid_dir, const BuildId &id)
 	return buildid_dir + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
 }
 
+bool adjacent(const CodeImage &prev, const CodeImage &next)
+{
+	const uint64_t prev_end = prev.addr + prev.code.size();
+
+	return prev.addr && next.addr >= prev_end && next.addr - prev_end < kAdjacentGap;
+}
+
+std::vector<uint64_t> pack_layout(const Pack &pack)
+{
+	std::vector<uint64_t> offsets;
+	uint64_t off = kTextOffset;
+
+	offsets.reserve(pack.size());
+	for (size_t i = 0; i < pack.size(); i++) {
+		if (i && adjacent(pack[i - 1], pack[i]))
+			off = offsets.back() + (pack[i].addr - pack[i - 1].addr);
+		else
+			off = (off + 15) & ~uint64_t{15};
+		offsets.push_back(off);
+		off += pack[i].code.size();
+	}
+	return offsets;
+}
+
+BuildId build_id_of(const Pack &pack)
+{
+	if (pack.size() == 1)
+		return build_id_of(pack[0]);
+
+	std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
+	BuildId id{};
+	unsigned int len = 0;
+
+	if (!ctx || !EVP_DigestInit_ex(ctx.get(), EVP_sha1(), nullptr))
+		abort(); // OpenSSL cannot hash: nothing sensible to return
+	const std::vector<uint64_t> offsets = pack_layout(pack);
+	hash_bytes(ctx.get(), "perfjit pack v1", 15);
+	for (size_t i = 0; i < pack.size(); i++) {
+		const BuildId member = build_id_of(pack[i]);
+
+		EVP_DigestUpdate(ctx.get(), member.data(), member.size());
+		EVP_DigestUpdate(ctx.get(), &offsets[i], sizeof(offsets[i]));
+	}
+	EVP_DigestFinal_ex(ctx.get(), id.data(), &len);
+	return id;
+}
+
 namespace
 {
 
@@ -133,10 +182,207 @@ struct BuildIdNote {
 	uint8_t desc[20];
 };
 
+uint64_t eh_frame_addr_after(uint64_t code_end)
+{
+	return align_up(code_end, 8);
+}
+
+// The pointer encodings eh_frame_relocatable() accepts (DW_EH_PE_*).
+enum : uint8_t {
+	kPeAbsptr = 0x00,
+	kPeUdata4 = 0x03,
+	kPeUdata8 = 0x04,
+	kPeSdata4 = 0x0b,
+	kPeSdata8 = 0x0c,
+	kPePcrel = 0x10,
+};
+
+// A cursor over one function's .eh_frame; every read is bounds-checked.
+class EhReader
+{
+public:
+	EhReader(const std::vector<uint8_t> &b, size_t pos, size_t end)
+	    : b_(b), pos_(pos), end_(end)
+	{
+	}
+
+	bool ok() const { return ok_; }
+	size_t pos() const { return pos_; }
+	uint8_t u8() { return fetch<uint8_t>(); }
+	uint32_t u32() { return fetch<uint32_t>(); }
+	void skip_leb()
+	{
+		while (ok_ && (u8() & 0x80))
+			;
+	}
+	std::string str()
+	{
+		std::string s;
+
+		for (uint8_t c = u8(); ok_ && c; c = u8())
+			s += static_cast<char>(c);
+		return s;
+	}
+
+private:
+	template <typename T>
+	T fetch()
+	{
+		T v{};
+
+		if (!ok_ || end_ - pos_ < sizeof(T)) {
+			ok_ = false;
+			return v;
+		}
+		memcpy(&v, &b_[pos_], sizeof(T));
+		pos_ += sizeof(T);
+		return v;
+	}
+
+	const std::vector<uint8_t> &b_;
+	size_t pos_;
+	size_t end_;
+	bool ok_ = true;
+};
+
+// An FDE's initial location: where it is in the table, and how it is encoded.
+struct FdeAddress {
+	size_t at;
+	uint8_t encoding;
+};
+
+// Finds the initial location of every FDE in @eh, up to its zero terminator
+// or its end (@len); false if the table uses what a move cannot keep.
+bool parse_eh_frame(const std::vector<uint8_t> &eh, std::vector<FdeAddress> &fdes, size_t &len)
+{
+	std::map<size_t, uint8_t> cie_encoding;
+	size_t pos = 0;
+
+	while (pos < eh.size()) {
+		EhReader r(eh, pos, eh.size());
+		const uint32_t length = r.u32();
+
+		if (!r.ok() || length == 0xffffffff || length > eh.size() - r.pos())
+			return false; // truncated, or 64-bit DWARF: not what a JIT writes
+		if (length == 0)
+			break; // terminator
+		const size_t next = r.pos() + length;
+		EhReader e(eh, r.pos(), next);
+		const size_t id_at = e.pos();
+		const uint32_t id = e.u32();
+
+		if (id == 0) {
+			const uint8_t version = e.u8();
+			const std::string aug = e.str();
+			uint8_t encoding = kPeAbsptr;
+
+			e.skip_leb(); // code alignment
+			e.skip_leb(); // data alignment
+			if (version == 1)
+				e.u8();
+			else
+				e.skip_leb(); // return address register
+			if (!aug.empty()) {
+				if (aug[0] != 'z')
+					return false;
+				e.skip_leb(); // augmentation data length
+				for (char c : aug.substr(1)) {
+					if (c == 'R')
+						encoding = e.u8();
+					else if (c != 'S')
+						return false; // a personality or an LSDA
+				}
+			}
+			if (!e.ok())
+				return false;
+			cie_encoding[pos] = encoding;
+		} else {
+			// The CIE pointer counts back from where it is stored.
+			auto cie = id > id_at ? cie_encoding.end() : cie_encoding.find(id_at - id);
+
+			if (cie == cie_encoding.end())
+				return false;
+			const uint8_t format = cie->second & 0x0f;
+			const uint8_t application = cie->second & 0xf0;
+			const size_t width = format == kPeUdata4 || format == kPeSdata4 ? 4 : 8;
+
+			if ((format != kPeAbsptr && format != kPeUdata8 && format != kPeSdata8 &&
+			     width != 4) ||
+			    (application != 0 && application != kPePcrel) || next - e.pos() < width)
+				return false;
+			fdes.push_back({e.pos(), cie->second});
+		}
+		pos = next;
+	}
+	len = pos;
+	return true;
+}
+
+// Moves @in, written for code at kTextOffset followed by the table, to code
+// at @code_addr and the table at @eh_addr, appending it to @out without its
+// terminator.
+bool relocate_eh_frame(const std::vector<uint8_t> &in, uint64_t code_addr, uint64_t eh_addr,
+		       uint64_t code_len, std::vector<uint8_t> &out)
+{
+	const int64_t old_code = kTextOffset;
+	const int64_t old_eh = eh_frame_addr_after(kTextOffset + code_len);
+	std::vector<FdeAddress> fdes;
+	size_t len;
+
+	if (!parse_eh_frame(in, fdes, len))
+		return false;
+	const size_t base = out.size();
+	out.insert(out.end(), in.begin(), in.begin() + len);
+	for (const auto &f : fdes) {
+		const bool pcrel = f.encoding & kPePcrel;
+		const int64_t delta =
+			pcrel ? (old_eh - old_code) - (static_cast<int64_t>(eh_addr) -
+						       static_cast<int64_t>(code_addr))
+			      : static_cast<int64_t>(code_addr) - old_code;
+		uint8_t *p = &out[base + f.at];
+
+		switch (f.encoding & 0x0f) {
+		case kPeUdata4:
+		case kPeSdata4: {
+			int32_t v;
+			memcpy(&v, p, sizeof(v));
+			const int64_t moved = static_cast<int64_t>(v) + delta;
+			if (moved != static_cast<int32_t>(moved))
+				return false;
+			v = static_cast<int32_t>(moved);
+			memcpy(p, &v, sizeof(v));
+			break;
+		}
+		default: {
+			uint64_t v;
+			memcpy(&v, p, sizeof(v));
+			v += static_cast<uint64_t>(delta);
+			memcpy(p, &v, sizeof(v));
+			break;
+		}
+		}
+	}
+	return true;
+}
+
+// The code of @pack, laid out at @offsets (relative to kTextOffset), with
+// int3 between functions.
+std::vector<uint8_t> pack_text(const Pack &pack, const std::vector<uint64_t> &offsets)
+{
+	std::vector<uint8_t> text(offsets.back() + pack.back().code.size() - kTextOffset, 0xcc);
+
+	for (size_t i = 0; i < pack.size(); i++)
+		std::copy(pack[i].code.begin(), pack[i].code.end(),
+			  text.begin() + (offsets[i] - kTextOffset));
+	return text;
+}
+
 // Writes the ELF image into a memory stream, laying it out by hand
 // (ELF_F_LAYOUT): the code must sit at kTextOffset, at address kTextOffset.
-int write_elf(int fd, const CodeImage &image, const BuildId &id)
+int write_elf(int fd, const Pack &pack, const BuildId &id)
 {
+	if (pack.empty())
+		return -EINVAL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 	// ELF_C_WRITE, not ELF_C_WRITE_MMAP: writing through a mapping turns a
@@ -146,8 +392,26 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 		return -EIO;
 	elf_flagelf(elf.get(), ELF_C_SET, ELF_F_LAYOUT);
 
-	const uint64_t code_len = image.code.size();
-	const uint64_t eh_addr = align_up(kTextOffset + code_len, 8);
+	const std::vector<uint64_t> offsets = pack_layout(pack);
+	const std::vector<uint8_t> text = pack_text(pack, offsets);
+	const uint64_t eh_addr = eh_frame_addr_after(kTextOffset + text.size());
+
+	// One function's table is taken as it is; a pack's are moved next to
+	// each other, with one terminator.
+	std::vector<uint8_t> eh_frame;
+	if (pack.size() == 1) {
+		eh_frame = pack[0].eh_frame;
+	} else {
+		for (size_t i = 0; i < pack.size(); i++) {
+			if (!pack[i].eh_frame.empty() &&
+			    !relocate_eh_frame(pack[i].eh_frame, offsets[i],
+					       eh_addr + eh_frame.size(), pack[i].code.size(),
+					       eh_frame))
+				return -EINVAL;
+		}
+		if (!eh_frame.empty())
+			eh_frame.resize(eh_frame.size() + 4, 0);
+	}
 
 	BuildIdNote note{};
 	note.nhdr.n_namesz = 4;
@@ -157,33 +421,37 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 	memcpy(note.desc, id.data(), id.size());
 
 	std::string strtab(1, '\0');
-	strtab += image.name;
-	strtab += '\0';
-
+	std::vector<Elf64_Sym> syms(pack.size() + 1);
 	DwarfSections dwarf;
-	if (!image.lines.empty())
-		dwarf = encode_line_info(image, kTextOffset);
+	for (size_t i = 0; i < pack.size(); i++) {
+		Elf64_Sym &sym = syms[i + 1];
+
+		sym.st_name = strtab.size();
+		sym.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+		sym.st_shndx = 1; // .text
+		sym.st_value = offsets[i];
+		sym.st_size = pack[i].code.size();
+		strtab += pack[i].name;
+		strtab += '\0';
+		if (!pack[i].lines.empty())
+			append_line_info(dwarf, pack[i], offsets[i]);
+	}
 
 	std::vector<Section> sections;
-	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16, image.code.data(),
-			    code_len, kTextOffset});
-	if (!image.eh_frame.empty())
-		sections.push_back({".eh_frame", SHT_PROGBITS, SHF_ALLOC, 8, image.eh_frame.data(),
-				    image.eh_frame.size(), eh_addr});
+	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16, text.data(),
+			    text.size(), kTextOffset});
+	if (!eh_frame.empty())
+		sections.push_back({".eh_frame", SHT_PROGBITS, SHF_ALLOC, 8, eh_frame.data(),
+				    eh_frame.size(), eh_addr});
 	sections.push_back({".note.gnu.build-id", SHT_NOTE, SHF_ALLOC, 4, &note, sizeof(note)});
 	const size_t symtab_at = sections.size();
-	Elf64_Sym syms[2] = {};
-	syms[1].st_name = 1;
-	syms[1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
-	syms[1].st_shndx = 1; // .text
-	syms[1].st_value = kTextOffset;
-	syms[1].st_size = code_len;
-	sections.push_back({".symtab", SHT_SYMTAB, 0, 8, syms, sizeof(syms)});
+	sections.push_back(
+		{".symtab", SHT_SYMTAB, 0, 8, syms.data(), syms.size() * sizeof(syms[0])});
 	sections.back().info = 1;
 	sections.back().entsize = sizeof(Elf64_Sym);
 	sections.push_back({".strtab", SHT_STRTAB, 0, 1, strtab.data(), strtab.size()});
 	sections[symtab_at].link = sections.size(); // index of .strtab (1-based below)
-	if (!image.lines.empty()) {
+	if (!dwarf.info.empty()) {
 		sections.push_back({".debug_abbrev", SHT_PROGBITS, 0, 1, dwarf.abbrev.data(),
 				    dwarf.abbrev.size()});
 		sections.push_back(
@@ -238,12 +506,10 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 	phdr->p_offset = kTextOffset;
 	phdr->p_vaddr = kTextOffset;
 	phdr->p_paddr = kTextOffset;
-	phdr->p_filesz =
-		image.eh_frame.empty() ? code_len : eh_addr + image.eh_frame.size() - kTextOffset;
+	phdr->p_filesz = eh_frame.empty() ? text.size() : eh_addr + eh_frame.size() - kTextOffset;
 	phdr->p_memsz = phdr->p_filesz;
 	phdr->p_flags = PF_R | PF_X;
 	phdr->p_align = 16;
-
 	for (const auto &s : sections) {
 		Elf_Scn *scn = elf_newscn(elf.get());
 		if (!scn)
@@ -279,14 +545,22 @@ int write_elf(int fd, const CodeImage &image, const BuildId &id)
 
 } // namespace
 
-int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &out)
+bool eh_frame_relocatable(const CodeImage &image)
+{
+	std::vector<FdeAddress> fdes;
+	size_t len;
+
+	return image.eh_frame.empty() || parse_eh_frame(image.eh_frame, fdes, len);
+}
+
+int make_elf(const Pack &pack, const BuildId &id, std::vector<uint8_t> &out)
 {
 	UniqueFd fd(memfd_create("perfjit-elf", MFD_CLOEXEC));
 	struct stat st;
 
 	if (!fd)
 		return -errno;
-	int err = write_elf(fd.get(), image, id);
+	int err = write_elf(fd.get(), pack, id);
 	if (err)
 		return err;
 	if (fstat(fd.get(), &st))
@@ -297,7 +571,12 @@ int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &ou
 	return 0;
 }
 
-int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
+int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &out)
+{
+	return make_elf(Pack{image}, id, out);
+}
+
+int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
 		    DirCache *dirs)
 {
 	static std::atomic<unsigned long> counter{0};
@@ -325,13 +604,19 @@ int store_side_file(const std::string &buildid_dir, const CodeImage &image, cons
 		return -errno;
 	// No fsync(): this is a cache, and perf checks the build-id note of
 	// what it reads, so a file torn by a crash is never taken for the code.
-	int err = write_elf(fd.get(), image, id);
+	int err = write_elf(fd.get(), pack, id);
 	fd.reset();
 	// link() never replaces: the first complete file wins.
 	if (!err && link(tmp.c_str(), path.c_str()) && errno != EEXIST)
 		err = -errno;
 	unlink(tmp.c_str());
 	return err;
+}
+
+int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
+		    DirCache *dirs)
+{
+	return store_side_file(buildid_dir, Pack{image}, id, dirs);
 }
 
 } // namespace perfjit

@@ -29,6 +29,9 @@ struct CodeImage {
 	std::string source_file;
 	std::vector<perfjit_line> lines;
 	std::vector<uint8_t> eh_frame;
+	// Where the code was announced; it decides a pack's layout, not what
+	// is hashed into the build-id of a function's own side file.
+	uint64_t addr = 0;
 
 	// Copies @c; -EINVAL for bad arguments.
 	static int from(const perfjit_code &c, CodeImage &out);
@@ -39,12 +42,40 @@ struct CodeImage {
 // generation of the same method, gets another build-id.
 BuildId build_id_of(const CodeImage &image);
 
+// Several functions can share one side file, a pack: one file to write and
+// for perf to open instead of one per function. Each function's code sits at
+// its own offset (file offset == address, from kTextOffset), and perf
+// reaches it through the region's pgoff.
+using Pack = std::vector<CodeImage>;
+
+// Whether @next follows @prev in memory, closer than kAdjacentGap: a pack
+// then keeps the distance between them, so that one code region, one map
+// in perf, can cover both.
+constexpr uint64_t kAdjacentGap = 64;
+bool adjacent(const CodeImage &prev, const CodeImage &next);
+
+// Where each function of @pack sits in its side file: after the one before
+// it at their distance in memory if adjacent(), else at the next 16-byte
+// boundary.
+std::vector<uint64_t> pack_layout(const Pack &pack);
+
+// The build-id of a side file holding @pack: build_id_of() for a single
+// function, else a SHA-1 over the build-ids of the functions and their
+// offsets, in order.
+BuildId build_id_of(const Pack &pack);
+
+// Whether @image's unwind table can move into a pack: the address of each
+// FDE's code must be encoded absolute or pc-relative, with no personality
+// routine or LSDA. Functions whose table cannot move get a file each.
+bool eh_frame_relocatable(const CodeImage &image);
+
 std::string build_id_hex(const BuildId &id);
 
 // <dir>/.build-id/xx/yyy...
 std::string side_file_path(const std::string &buildid_dir, const BuildId &id);
 
-// The ELF image of @image, whose build-id is @id.
+// The ELF image of @pack (or of the single @image), whose build-id is @id.
+int make_elf(const Pack &pack, const BuildId &id, std::vector<uint8_t> &out);
 int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &out);
 
 // The .build-id/xx directories known to exist, so that they are created
@@ -62,6 +93,8 @@ private:
 // Stores the side file at side_file_path(), atomically: a temporary file
 // linked into place. A file already there is left alone. Returns 0 or a
 // negative errno, and never leaves a partial file behind.
+int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
+		    DirCache *dirs = nullptr);
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
 

@@ -17,6 +17,7 @@
 
 #include "perfjit.h"
 #include "perfjit.hpp"
+#include "side_file.hpp"
 #include "test_util.hpp"
 
 extern "C" int perfjit_c_api_check(void);
@@ -157,6 +158,38 @@ TEST(Session, PerfMapLines)
 	EXPECT_EQ(perf_map_of(getpid()), hex(kCode) + " 10 jit_one\n" + hex(kCode + 16) +
 						 " 8 jit two words\n" + hex(kCode + 32) +
 						 " 8 jit two words\n");
+	unlink(map.c_str());
+}
+
+TEST(Session, LoadManyIsAllOrNothing)
+{
+	const std::string map = "/tmp/perf-" + std::to_string(getpid()) + ".map";
+	unlink(map.c_str());
+	perfjit_options o = options(PERFJIT_MODE_PERF_MAP);
+	perfjit::Session s(&o);
+	ASSERT_TRUE(s.ok()) << s.error().message();
+
+	const perfjit_code a = code_at(kCode, "jit_a"), b = code_at(kCode + 16, "jit_b", 8);
+	const perfjit_code bad = code_at(kCode + 32, "");
+	const perfjit_code twin = code_at(kCode, "jit_twin");
+	EXPECT_EQ(perfjit_load_many(s.get(), nullptr, 1), -EINVAL);
+	const perfjit_code *none[] = {&a};
+	EXPECT_EQ(perfjit_load_many(s.get(), none, 0), -EINVAL);
+	// Bad arguments anywhere in the batch: nothing loads, nothing is written.
+	for (const std::vector<const perfjit_code *> &batch :
+	     {std::vector<const perfjit_code *>{&a, nullptr}, {&a, &bad}, {&a, &b, &twin}}) {
+		EXPECT_TRUE(s.load(batch));
+		EXPECT_EQ(s.unload(kCode), perfjit::make_error(-ENOENT));
+	}
+	EXPECT_EQ(perf_map_of(getpid()), "");
+
+	ASSERT_FALSE(s.load({&a, &b}));
+	EXPECT_EQ(perf_map_of(getpid()),
+		  hex(kCode) + " 10 jit_a\n" + hex(kCode + 16) + " 8 jit_b\n");
+	// Each piece is a region of its own.
+	EXPECT_EQ(s.load({&twin}), perfjit::make_error(-EEXIST));
+	EXPECT_FALSE(s.unload(kCode + 16));
+	EXPECT_FALSE(s.unload(kCode));
 	unlink(map.c_str());
 }
 
@@ -326,5 +359,59 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 	EXPECT_FALSE(s.unload(page.at(0)));
 	EXPECT_FALSE(s.move(page.at(16), page.at(32)));
 	EXPECT_EQ(perfjit_side_file(s.get(), page.at(32), path, sizeof(path)), 0);
+	munmap(rb, rb_len);
+}
+
+TEST(CodeRegion, LoadManySharesOneSideFile)
+{
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir.path());
+	perfjit::Session s(&o);
+
+	if (s.error() == perfjit::make_error(-EOPNOTSUPP))
+		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check "
+				"runs this in the VM)";
+	ASSERT_TRUE(s.ok()) << s.error().message();
+
+	ExecPage page;
+	const perfjit_code a = code_at(page.at(0), "jit_a", 6);
+	const perfjit_code b = code_at(page.at(16), "jit_b", 16);
+	const perfjit_code c = code_at(page.at(32), "jit_c", 8);
+	const perfjit_code d = code_at(page.at(48), "jit_d", 8);
+	char path[4096];
+	ASSERT_FALSE(s.load({&a, &b}));
+	EXPECT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), -ENODATA);
+
+	perfjit::UniqueFd recorder(open_recorder());
+	ASSERT_TRUE(recorder) << strerror(errno);
+	const size_t rb_len = 2 * sysconf(_SC_PAGESIZE);
+	void *rb = mmap(nullptr, rb_len, PROT_READ | PROT_WRITE, MAP_SHARED, recorder.get(), 0);
+	ASSERT_NE(rb, MAP_FAILED) << strerror(errno);
+	ASSERT_FALSE(s.load({&c, &d}));
+
+	// One file per batch, with the batch's build-id; the first batch was
+	// stored when the recorder appeared.
+	std::vector<std::string> paths;
+	for (size_t off : {0, 16, 32, 48}) {
+		perfjit::BuildId id;
+
+		ASSERT_EQ(perfjit_side_file(s.get(), page.at(off), path, sizeof(path)), 0);
+		ASSERT_EQ(perfjit_build_id(s.get(), page.at(off), id.data()), 0);
+		EXPECT_EQ(path, perfjit::side_file_path(dir.path(), id));
+		EXPECT_EQ(access(path, R_OK), 0) << path;
+		paths.push_back(path);
+	}
+	EXPECT_EQ(paths[0], paths[1]);
+	EXPECT_EQ(paths[2], paths[3]);
+	EXPECT_NE(paths[0], paths[2]);
+	ASSERT_EQ(perfjit_side_file(s.get(), page.at(32), path, sizeof(path)), 0);
+	const auto elf = read_file(path);
+	// Both functions' code is in the file, at the offsets the regions name.
+	ASSERT_GE(elf.size(), perfjit::kTextOffset + 24);
+	EXPECT_EQ(0, memcmp(&elf[perfjit::kTextOffset], page.at(32), 8));
+	EXPECT_EQ(0, memcmp(&elf[perfjit::kTextOffset + 16], page.at(48), 8));
+	EXPECT_EQ(s.load({&a}), perfjit::make_error(-EEXIST));
+	EXPECT_FALSE(s.unload(page.at(32)));
+	EXPECT_FALSE(s.move(page.at(48), page.at(64)));
 	munmap(rb, rb_len);
 }

@@ -195,6 +195,187 @@ TEST(SideFile, EhFrameSectionAfterTheCode)
 	EXPECT_EQ(eh.sh_size, image.eh_frame.size());
 }
 
+// A CIE ("zR", pc-relative sdata4 addresses) and one FDE covering @code_len
+// bytes, laid out as a runtime hands them over: for code at kTextOffset and
+// the table at the first 8-byte aligned address after it.
+std::vector<uint8_t> make_eh_frame(size_t code_len, const char *augmentation = "zR")
+{
+	// length 20, CIE id 0, version 1, the augmentation, code alignment 1,
+	// data alignment -8, return address r16, augmentation data (the
+	// encoding: pcrel sdata4), then CFA = rsp + 8, r16 at CFA - 8.
+	std::string cie("\x14\0\0\0\0\0\0\0\x01", 9);
+
+	cie += augmentation;
+	cie += std::string("\0\x01\x78\x10\x01\x1b\x0c\x07\x08\x90\x01", 11);
+	cie.resize(24, '\0');
+	std::vector<uint8_t> eh(cie.begin(), cie.end());
+
+	const int64_t eh_addr = (kTextOffset + code_len + 7) & ~7ULL;
+	const int32_t pc_begin = static_cast<int32_t>(kTextOffset - (eh_addr + 24 + 8));
+	const uint32_t fde[] = {16, 28, static_cast<uint32_t>(pc_begin),
+				static_cast<uint32_t>(code_len), 0};
+	const auto *b = reinterpret_cast<const uint8_t *>(fde);
+	eh.insert(eh.end(), b, b + sizeof(fde)); // the last word: aug length 0, nops
+	eh.insert(eh.end(), {0, 0, 0, 0});	 // terminator
+	return eh;
+}
+
+// The range of the FDE that covers @addr, as libdw's CFI reader sees it.
+std::pair<Dwarf_Addr, Dwarf_Addr> fde_range(Elf *elf, Dwarf_Addr addr)
+{
+	Dwarf_CFI *cfi = dwarf_getcfi_elf(elf);
+	Dwarf_Frame *frame = nullptr;
+	Dwarf_Addr start = 0, end = 0;
+
+	if (cfi && dwarf_cfi_addrframe(cfi, addr, &frame) == 0) {
+		dwarf_frame_info(frame, &start, &end, nullptr);
+		free(frame);
+	}
+	if (cfi)
+		dwarf_cfi_end(cfi);
+	return {start, end};
+}
+
+TEST(SideFile, EhFrameFdeCoversTheCode)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	image.eh_frame = make_eh_frame(sizeof(kCode));
+	const BuildId id = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ElfFile f(side_file_path(dir.path(), id));
+	EXPECT_EQ(fde_range(f.elf, kTextOffset + 3),
+		  std::make_pair(Dwarf_Addr{kTextOffset}, Dwarf_Addr{kTextOffset + sizeof(kCode)}));
+}
+
+TEST(Pack, EveryFunctionAtItsOffsetWithItsSymbolLinesAndUnwindTable)
+{
+	TempDir dir;
+	Pack pack = {make_image("jit_a"), make_image("jit_b", 0, {0x90, 0x90, 0xc3}),
+		     make_image("jit_c")};
+	pack[0].source_file = pack[2].source_file = "/src/prog.calc";
+	pack[0].lines = {{0, 3, 1}, {4, 4, 1}};
+	pack[2].lines = {{0, 10, 1}, {5, 12, 1}};
+	for (auto &image : pack)
+		image.eh_frame = make_eh_frame(image.code.size());
+	const BuildId id = build_id_of(pack);
+	const std::vector<uint64_t> offsets = pack_layout(pack);
+
+	ASSERT_EQ(offsets,
+		  (std::vector<uint64_t>{kTextOffset, kTextOffset + 16, kTextOffset + 32}));
+	ASSERT_EQ(store_side_file(dir.path(), pack, id), 0);
+	const std::string path = side_file_path(dir.path(), id);
+	ElfFile f(path);
+	ASSERT_TRUE(f.elf) << elf_errmsg(-1);
+
+	GElf_Shdr symtab;
+	Elf_Scn *scn = f.section(".symtab", symtab);
+	ASSERT_TRUE(scn);
+	Elf_Data *data = elf_getdata(scn, nullptr);
+	ASSERT_EQ(symtab.sh_size / sizeof(Elf64_Sym), pack.size() + 1);
+	for (size_t i = 0; i < pack.size(); i++) {
+		GElf_Sym sym;
+		std::vector<uint8_t> bytes(pack[i].code.size());
+
+		ASSERT_TRUE(gelf_getsym(data, i + 1, &sym));
+		EXPECT_EQ(elf_strptr(f.elf, symtab.sh_link, sym.st_name), pack[i].name);
+		EXPECT_EQ(sym.st_value, offsets[i]);
+		EXPECT_EQ(sym.st_size, pack[i].code.size());
+		// File offset == address: the region's pgoff reaches the code.
+		ASSERT_EQ(pread(f.fd.get(), bytes.data(), bytes.size(), offsets[i]),
+			  static_cast<ssize_t>(bytes.size()));
+		EXPECT_EQ(bytes, pack[i].code) << pack[i].name;
+		EXPECT_EQ(fde_range(f.elf, offsets[i] + 1),
+			  std::make_pair(Dwarf_Addr{offsets[i]},
+					 Dwarf_Addr{offsets[i] + pack[i].code.size()}))
+			<< pack[i].name;
+	}
+
+	// Each function with a line table has its own unit.
+	std::unique_ptr<Dwarf, int (*)(Dwarf *)> dw(dwarf_begin(f.fd.get(), DWARF_C_READ),
+						    dwarf_end);
+	ASSERT_TRUE(dw) << dwarf_errmsg(-1);
+	for (auto [addr, line] : {std::pair<uint64_t, int>{offsets[0] + 1, 3},
+				  {offsets[0] + 6, 4},
+				  {offsets[2] + 2, 10},
+				  {offsets[2] + 7, 12}}) {
+		Dwarf_Die cu;
+		int lineno = 0;
+
+		ASSERT_TRUE(dwarf_addrdie(dw.get(), addr, &cu)) << "address " << addr;
+		Dwarf_Line *l = dwarf_getsrc_die(&cu, addr);
+		ASSERT_TRUE(l) << "address " << addr;
+		ASSERT_EQ(dwarf_lineno(l, &lineno), 0);
+		EXPECT_EQ(lineno, line) << "address " << addr;
+	}
+	Dwarf_Die cu;
+	EXPECT_FALSE(dwarf_addrdie(dw.get(), offsets[1] + 1, &cu)) << "jit_b has no line table";
+
+	EXPECT_EQ(0, run_quiet("readelf -W -a " + path));
+	if (has_program("eu-readelf")) {
+		EXPECT_EQ(0, run_quiet("eu-readelf -a " + path));
+	}
+}
+
+TEST(Pack, AdjacentCodeKeepsItsDistances)
+{
+	Pack pack = {make_image("jit_a"), make_image("jit_b"), make_image("jit_c"),
+		     make_image("jit_d")};
+	pack[0].addr = 0x1000;
+	pack[1].addr = 0x1020; // 21 bytes after jit_a's end: adjacent
+	pack[2].addr = 0x2000; // far away
+	pack[3].addr = 0x2000 + sizeof(kCode) + kAdjacentGap; // just too far
+
+	EXPECT_TRUE(adjacent(pack[0], pack[1]));
+	EXPECT_FALSE(adjacent(pack[1], pack[2]));
+	EXPECT_FALSE(adjacent(pack[2], pack[3]));
+	EXPECT_FALSE(adjacent(pack[1], pack[0])); // not in address order
+	EXPECT_EQ(pack_layout(pack),
+		  (std::vector<uint64_t>{kTextOffset, kTextOffset + 0x20, kTextOffset + 0x30,
+					 kTextOffset + 0x40}));
+	// The layout is part of the file: another layout, another build-id.
+	Pack moved = pack;
+	moved[1].addr = 0x1030;
+	EXPECT_NE(build_id_of(pack), build_id_of(moved));
+	// A function's own file does not depend on where the code was.
+	EXPECT_EQ(build_id_of(pack[0]), build_id_of(make_image("jit_a")));
+}
+
+TEST(Pack, BuildIdNamesTheWholePack)
+{
+	const Pack ab = {make_image("jit_a"), make_image("jit_b")};
+	const Pack ba = {make_image("jit_b"), make_image("jit_a")};
+	const Pack ab1 = {make_image("jit_a"), make_image("jit_b", 1)};
+
+	EXPECT_EQ(build_id_of(Pack{make_image("jit_a")}), build_id_of(make_image("jit_a")));
+	EXPECT_NE(build_id_of(ab), build_id_of(ab[0]));
+	EXPECT_NE(build_id_of(ab), build_id_of(ab[1]));
+	EXPECT_NE(build_id_of(ab), build_id_of(ba)); // other offsets, other file
+	EXPECT_NE(build_id_of(ab), build_id_of(ab1));
+}
+
+TEST(Pack, UnwindTablesThatCannotMove)
+{
+	CodeImage image = make_image();
+
+	EXPECT_TRUE(eh_frame_relocatable(image));
+	image.eh_frame = make_eh_frame(sizeof(kCode));
+	EXPECT_TRUE(eh_frame_relocatable(image));
+	// A personality routine: its pointer is not ours to move.
+	image.eh_frame = make_eh_frame(sizeof(kCode), "zPR");
+	EXPECT_FALSE(eh_frame_relocatable(image));
+	// Truncated.
+	image.eh_frame = make_eh_frame(sizeof(kCode));
+	image.eh_frame.resize(30);
+	EXPECT_FALSE(eh_frame_relocatable(image));
+	// Storing a pack with such a table is an error, never a wrong table.
+	TempDir dir;
+	Pack pack = {make_image("jit_a"), image};
+	EXPECT_EQ(store_side_file(dir.path(), pack, build_id_of(pack)), -EINVAL);
+	EXPECT_TRUE(list_dir(dir.path() + "/.build-id").size() <= 1);
+}
+
 TEST(SideFile, ExistingFileIsNotRewritten)
 {
 	TempDir dir;
