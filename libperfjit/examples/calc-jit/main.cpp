@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // perfjit-calc: a tiny expression-language JIT that announces its code through libperfjit.
 //
-// Phases: (1) compile N functions and announce each (generation 0); (2) run the hot set, the
-// first min(N, 8) functions, round-robin for S/2 seconds; (3) recompile function 0 with the
-// optimizing tier, announce it as generation 1, unload and free the old code; (4) unload and
-// free every third function outside the hot set; (5) run the hot set for S/2 seconds more;
-// (6) close the session. Then print the truth table and a summary.
+// Phases: (1) compile N functions (generation 0), announcing them B at a time with
+// perfjit_load_many(), as a runtime loading a module would; (2) run the hot set, the first
+// min(N, 8) functions, round-robin for S/2 seconds; (3) recompile each hot function with the
+// optimizing tier: announce the new code as generation 1, then unload and free the old, whose
+// memory the JIT's allocator hands to the next hot function's new code, so that one address
+// holds two functions in turn; (4) unload and free every third function outside the hot set;
+// (5) run the hot set for S/2 seconds more; (6) close the session. Then print the truth table
+// and a summary.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -19,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <time.h>
 #include <vector>
 
 #include "ast.h"
@@ -54,6 +58,7 @@ struct Options {
 	std::optional<size_t> functions;
 	double seconds = 2.0;
 	uint64_t iterations = 200000;
+	size_t batch = 64;
 	uint32_t mode = PERFJIT_MODE_AUTO;
 	uint32_t fallback = PERFJIT_MODE_PERF_MAP;
 	bool verify = false;
@@ -69,11 +74,16 @@ void print_usage(std::FILE *out)
 		"                     functions repeatedly as <name>_<k> (default: all, once)\n"
 		"  --seconds S        running time of the two hot phases together (default 2)\n"
 		"  --iterations N     loop iterations per hot call (default 200000)\n"
+		"  --batch B          announce the first compiles B at a time, in one side file\n"
+		"                     (default 64; 1: each on its own)\n"
 		"  --mode MODE        auto, code-region, perf-map or jitdump (default auto)\n"
 		"  --fallback MODE    perf-map or jitdump: auto's fallback (default perf-map)\n"
 		"  --verify           check every compiled function against an interpreter\n"
 		"  --help             show this help\n"
-		"stdout: \"truth <name> <generation> <address> <length> <milliseconds>\" lines;\n"
+		"stdout: \"truth <name> <generation> <address> <length> <milliseconds> <from> "
+		"<to>\"\n"
+		"        lines: the hot code, the time spent in it, and the CLOCK_MONOTONIC\n"
+		"        nanoseconds from its announcement to its unload (or the end);\n"
 		"stderr: a one-line summary.\n",
 		out);
 }
@@ -146,6 +156,8 @@ Options parse_options(int argc, char **argv)
 			opts.seconds = parse_seconds(arg, value());
 		} else if (arg == "--iterations") {
 			opts.iterations = parse_unsigned(arg, value(), 1, UINT64_MAX);
+		} else if (arg == "--batch") {
+			opts.batch = parse_unsigned(arg, value(), 1, max_functions);
 		} else if (arg == "--mode") {
 			opts.mode = parse_mode(arg, value(), false);
 		} else if (arg == "--fallback") {
@@ -181,8 +193,17 @@ struct Generation {
 	uint32_t generation = 0;
 	const void *addr = nullptr;
 	size_t len = 0;
-	double ms = 0; // wall-clock time spent in calls of this code
+	double ms = 0;			 // wall-clock time spent in calls of this code
+	uint64_t from_ns = 0, to_ns = 0; // announced, unloaded: CLOCK_MONOTONIC
 };
+
+// CLOCK_MONOTONIC, the clock of perf record -k 1, in nanoseconds.
+uint64_t monotonic_ns()
+{
+	timespec ts{};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
 
 struct JitFunction {
 	std::string name;
@@ -194,24 +215,35 @@ struct JitFunction {
 	uint64_t x = 0; // the hot loop's state
 };
 
-void announce(perfjit_session *session, const JitFunction &fn, const CompiledFunction &compiled,
-	      const std::string &source_file)
+perfjit_code describe(const JitFunction &fn, uint32_t generation, const CompiledFunction &compiled,
+		      const std::string &source_file)
 {
 	perfjit_code code{};
 	code.size = sizeof(code);
-	code.generation = fn.current.generation;
+	code.generation = generation;
 	code.name = fn.name.c_str();
 	code.addr = compiled.code.addr();
 	code.len = compiled.code.size();
 	code.source_file = source_file.c_str();
 	code.lines = compiled.lines.data();
 	code.nr_lines = compiled.lines.size();
-	check(perfjit_load(session, &code), "perfjit_load", fn.name.c_str());
+	return code;
+}
+
+// Announces @codes together: with code regions, in one side file.
+void announce(perfjit_session *session, const std::vector<perfjit_code> &codes)
+{
+	std::vector<const perfjit_code *> ptrs;
+	for (const auto &code : codes)
+		ptrs.push_back(&code);
+	check(perfjit_load_many(session, ptrs.data(), ptrs.size()), "perfjit_load_many",
+	      codes.front().name);
 }
 
 void unload(perfjit_session *session, JitFunction &fn)
 {
 	check(perfjit_unload(session, fn.code.addr()), "perfjit_unload", fn.name.c_str());
+	fn.current.to_ns = monotonic_ns();
 	fn.code.reset();
 }
 
@@ -254,8 +286,9 @@ void run_hot(std::vector<JitFunction> &fns, size_t nr_hot, double seconds, uint6
 
 void print_truth(const JitFunction &fn, const Generation &g)
 {
-	std::printf("truth %s %" PRIu32 " 0x%" PRIxPTR " %zu %.3f\n", fn.name.c_str(), g.generation,
-		    reinterpret_cast<uintptr_t>(g.addr), g.len, g.ms);
+	std::printf("truth %s %" PRIu32 " 0x%" PRIxPTR " %zu %.3f %" PRIu64 " %" PRIu64 "\n",
+		    fn.name.c_str(), g.generation, reinterpret_cast<uintptr_t>(g.addr), g.len, g.ms,
+		    g.from_ns, g.to_ns);
 }
 
 int run(const Options &opts)
@@ -277,9 +310,10 @@ int run(const Options &opts)
 	Session session = open_session(popts);
 	const int mode = check(perfjit_mode(session.get()), "perfjit_mode");
 
-	// (1) Compile and announce every function.
+	// (1) Compile every function; announce them a batch at a time.
 	Clock::duration compile_time{};
 	Clock::duration announce_time{};
+	std::vector<CompiledFunction> pending;
 	for (size_t i = 0; i < nr_functions; i++) {
 		JitFunction &fn = fns[i];
 		const size_t copy = i / nr_source;
@@ -290,35 +324,45 @@ int run(const Options &opts)
 		fn.x = i + 1;
 
 		const auto start = Clock::now();
-		CompiledFunction compiled = jit.compile(*fn.source, fn.salt, Tier::baseline);
-		const auto compiled_at = Clock::now();
-		announce(session.get(), fn, compiled, program.path);
-		const auto announced_at = Clock::now();
-		compile_time += compiled_at - start;
-		announce_time += announced_at - compiled_at;
-
-		fn.code = std::move(compiled.code);
-		fn.current = Generation{0, fn.code.addr(), fn.code.size(), 0};
+		pending.push_back(jit.compile(*fn.source, fn.salt, Tier::baseline));
+		compile_time += Clock::now() - start;
 		if (opts.verify)
-			verify(fn, fn.code);
+			verify(fn, pending.back().code);
+		if (pending.size() < opts.batch && i + 1 < nr_functions)
+			continue;
+
+		const size_t first = i + 1 - pending.size();
+		const auto announce_start = Clock::now();
+		std::vector<perfjit_code> codes;
+		for (size_t k = 0; k < pending.size(); k++)
+			codes.push_back(describe(fns[first + k], 0, pending[k], program.path));
+		announce(session.get(), codes);
+		announce_time += Clock::now() - announce_start;
+		const uint64_t now = monotonic_ns();
+		for (size_t k = 0; k < pending.size(); k++) {
+			JitFunction &f = fns[first + k];
+			f.code = std::move(pending[k].code);
+			f.current = Generation{0, f.code.addr(), f.code.size(), 0, now, 0};
+		}
+		pending.clear();
 	}
 
 	// (2) Run the hot set.
 	run_hot(fns, nr_hot, opts.seconds / 2, opts.iterations);
 
-	// (3) Recompile the hottest function: announce the new code before the old goes away.
-	{
-		JitFunction &fn = fns[0];
+	// (3) Recompile the hot set: announce the new code before the old goes away.
+	for (size_t i = 0; i < nr_hot; i++) {
+		JitFunction &fn = fns[i];
 		CompiledFunction compiled = jit.compile(*fn.source, fn.salt, Tier::optimized);
-		const Generation old = fn.current;
-		fn.current = Generation{old.generation + 1, compiled.code.addr(),
-					compiled.code.size(), 0};
-		announce(session.get(), fn, compiled, program.path);
+		const uint32_t generation = fn.current.generation + 1;
+		announce(session.get(), {describe(fn, generation, compiled, program.path)});
+		const uint64_t now = monotonic_ns();
 		if (opts.verify)
 			verify(fn, compiled.code);
 		unload(session.get(), fn);
-		fn.retired.push_back(old);
+		fn.retired.push_back(fn.current);
 		fn.code = std::move(compiled.code);
+		fn.current = Generation{generation, fn.code.addr(), fn.code.size(), 0, now, 0};
 	}
 
 	// (4) Free every third function outside the hot set.
@@ -328,11 +372,14 @@ int run(const Options &opts)
 		nr_freed++;
 	}
 
-	// (5) Run the hot set again, with the new generation of function 0.
+	// (5) Run the hot set again, in its new generation.
 	run_hot(fns, nr_hot, opts.seconds / 2, opts.iterations);
 
 	// (6) Close the session.
 	session.reset();
+	const uint64_t end = monotonic_ns();
+	for (size_t i = 0; i < nr_hot; i++)
+		fns[i].current.to_ns = end;
 
 	for (size_t i = 0; i < nr_hot; i++) {
 		for (const Generation &g : fns[i].retired)
@@ -341,12 +388,21 @@ int run(const Options &opts)
 	}
 	std::fflush(stdout);
 
+	// How often the allocator put new hot code where other hot code had been.
+	size_t nr_reused = 0;
+	for (size_t i = 0; i < nr_hot; i++) {
+		for (size_t j = 0; j < nr_hot; j++) {
+			for (const Generation &g : fns[j].retired)
+				nr_reused += g.addr == fns[i].current.addr;
+		}
+	}
+
 	const double n = static_cast<double>(nr_functions);
 	std::fprintf(stderr,
 		     "%s: mode %s, %zu functions compiled, compile %.2f us/function, "
-		     "announce %.2f us/function, %zu hot, %zu freed\n",
+		     "announce %.2f us/function, %zu hot, %zu freed, %zu addresses reused\n",
 		     program_name, mode_name(mode), nr_functions, Micros(compile_time).count() / n,
-		     Micros(announce_time).count() / n, nr_hot, nr_freed);
+		     Micros(announce_time).count() / n, nr_hot, nr_freed, nr_reused);
 	return std::ferror(stdout) ? 1 : 0;
 }
 
