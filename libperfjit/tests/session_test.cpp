@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
+#include <memory>
 #include <string>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -321,18 +322,57 @@ int open_recorder()
 		syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
 }
 
+// Somebody recording this process: a dummy event with mmap3, and the ring
+// buffer without which an event takes no records.
+class Recorder
+{
+public:
+	Recorder() : fd_(open_recorder())
+	{
+		if (fd_)
+			rb_ = mmap(nullptr, rb_len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(),
+				   0);
+	}
+	~Recorder()
+	{
+		if (rb_ != MAP_FAILED)
+			munmap(rb_, rb_len_);
+	}
+	Recorder(const Recorder &) = delete;
+	Recorder &operator=(const Recorder &) = delete;
+	bool ok() const { return rb_ != MAP_FAILED; }
+
+private:
+	perfjit::UniqueFd fd_;
+	const size_t rb_len_ = 2 * sysconf(_SC_PAGESIZE);
+	void *rb_ = MAP_FAILED;
+};
+
+// A code-region session on a scratch build-id cache; skipped on a kernel
+// without the ioctl.
+class CodeRegion : public ::testing::Test
+{
+protected:
+	void SetUp() override
+	{
+		opts_ = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+		session_ = std::make_unique<perfjit::Session>(&opts_);
+		if (session_->error() == perfjit::make_error(-EOPNOTSUPP))
+			GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION "
+					"(make check runs this in the VM)";
+		ASSERT_TRUE(session_->ok()) << session_->error().message();
+	}
+
+	TempDir dir_;
+	perfjit_options opts_{};
+	std::unique_ptr<perfjit::Session> session_;
+};
+
 } // namespace
 
-TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
+TEST_F(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 {
-	TempDir dir;
-	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir.path());
-	perfjit::Session s(&o);
-
-	if (s.error() == perfjit::make_error(-EOPNOTSUPP))
-		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check "
-				"runs this in the VM)";
-	ASSERT_TRUE(s.ok()) << s.error().message();
+	perfjit::Session &s = *session_;
 
 	ExecPage page;
 	char path[4096];
@@ -341,12 +381,8 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 	// A load must describe executable memory.
 	EXPECT_EQ(s.load("jit_data", kCode, 16), perfjit::make_error(-EINVAL));
 
-	perfjit::UniqueFd recorder(open_recorder());
-	ASSERT_TRUE(recorder) << strerror(errno);
-	// An event takes records only into a ring buffer: give it one.
-	const size_t rb_len = 2 * sysconf(_SC_PAGESIZE);
-	void *rb = mmap(nullptr, rb_len, PROT_READ | PROT_WRITE, MAP_SHARED, recorder.get(), 0);
-	ASSERT_NE(rb, MAP_FAILED) << strerror(errno);
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
 	ASSERT_FALSE(s.load("jit_seen", page.at(16), 16));
 	// Both side files now exist: the recorder appeared after jit_unseen.
 	for (size_t off : {0, 16}) {
@@ -359,19 +395,11 @@ TEST(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 	EXPECT_FALSE(s.unload(page.at(0)));
 	EXPECT_FALSE(s.move(page.at(16), page.at(32)));
 	EXPECT_EQ(perfjit_side_file(s.get(), page.at(32), path, sizeof(path)), 0);
-	munmap(rb, rb_len);
 }
 
-TEST(CodeRegion, LoadManySharesOneSideFile)
+TEST_F(CodeRegion, LoadManySharesOneSideFile)
 {
-	TempDir dir;
-	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir.path());
-	perfjit::Session s(&o);
-
-	if (s.error() == perfjit::make_error(-EOPNOTSUPP))
-		GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION (make check "
-				"runs this in the VM)";
-	ASSERT_TRUE(s.ok()) << s.error().message();
+	perfjit::Session &s = *session_;
 
 	ExecPage page;
 	const perfjit_code a = code_at(page.at(0), "jit_a", 6);
@@ -382,11 +410,8 @@ TEST(CodeRegion, LoadManySharesOneSideFile)
 	ASSERT_FALSE(s.load({&a, &b}));
 	EXPECT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), -ENODATA);
 
-	perfjit::UniqueFd recorder(open_recorder());
-	ASSERT_TRUE(recorder) << strerror(errno);
-	const size_t rb_len = 2 * sysconf(_SC_PAGESIZE);
-	void *rb = mmap(nullptr, rb_len, PROT_READ | PROT_WRITE, MAP_SHARED, recorder.get(), 0);
-	ASSERT_NE(rb, MAP_FAILED) << strerror(errno);
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
 	ASSERT_FALSE(s.load({&c, &d}));
 
 	// One file per batch, with the batch's build-id; the first batch was
@@ -397,7 +422,7 @@ TEST(CodeRegion, LoadManySharesOneSideFile)
 
 		ASSERT_EQ(perfjit_side_file(s.get(), page.at(off), path, sizeof(path)), 0);
 		ASSERT_EQ(perfjit_build_id(s.get(), page.at(off), id.data()), 0);
-		EXPECT_EQ(path, perfjit::side_file_path(dir.path(), id));
+		EXPECT_EQ(path, perfjit::side_file_path(dir_.path(), id));
 		EXPECT_EQ(access(path, R_OK), 0) << path;
 		paths.push_back(path);
 	}
@@ -413,5 +438,4 @@ TEST(CodeRegion, LoadManySharesOneSideFile)
 	EXPECT_EQ(s.load({&a}), perfjit::make_error(-EEXIST));
 	EXPECT_FALSE(s.unload(page.at(32)));
 	EXPECT_FALSE(s.move(page.at(48), page.at(64)));
-	munmap(rb, rb_len);
 }
