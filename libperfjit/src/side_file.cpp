@@ -62,23 +62,48 @@ void hash_bytes(EVP_MD_CTX *ctx, const void *data, size_t len)
 
 } // namespace
 
-BuildId build_id_of(const CodeImage &image)
+namespace
 {
-	std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
-	BuildId id{};
-	unsigned int len = 0;
+
+using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxDeleter>;
+
+MdCtx sha1_begin(const char *what)
+{
+	MdCtx ctx(EVP_MD_CTX_new());
 
 	if (!ctx || !EVP_DigestInit_ex(ctx.get(), EVP_sha1(), nullptr))
 		abort(); // OpenSSL cannot hash: nothing sensible to return
-	hash_bytes(ctx.get(), "perfjit side file v1", 20);
-	hash_bytes(ctx.get(), image.name.data(), image.name.size());
-	hash_bytes(ctx.get(), &image.generation, sizeof(image.generation));
-	hash_bytes(ctx.get(), image.code.data(), image.code.size());
-	hash_bytes(ctx.get(), image.source_file.data(), image.source_file.size());
-	hash_bytes(ctx.get(), image.lines.data(), image.lines.size() * sizeof(perfjit_line));
-	hash_bytes(ctx.get(), image.eh_frame.data(), image.eh_frame.size());
+	hash_bytes(ctx.get(), what, strlen(what));
+	return ctx;
+}
+
+BuildId sha1_end(const MdCtx &ctx)
+{
+	BuildId id{};
+	unsigned int len = 0;
+
 	EVP_DigestFinal_ex(ctx.get(), id.data(), &len);
 	return id;
+}
+
+void hash_image(EVP_MD_CTX *ctx, const CodeImage &image)
+{
+	hash_bytes(ctx, image.name.data(), image.name.size());
+	hash_bytes(ctx, &image.generation, sizeof(image.generation));
+	hash_bytes(ctx, image.code.data(), image.code.size());
+	hash_bytes(ctx, image.source_file.data(), image.source_file.size());
+	hash_bytes(ctx, image.lines.data(), image.lines.size() * sizeof(perfjit_line));
+	hash_bytes(ctx, image.eh_frame.data(), image.eh_frame.size());
+}
+
+} // namespace
+
+BuildId build_id_of(const CodeImage &image)
+{
+	MdCtx ctx = sha1_begin("perfjit side file v1");
+
+	hash_image(ctx.get(), image);
+	return sha1_end(ctx);
 }
 
 std::string build_id_hex(const BuildId &id)
@@ -129,22 +154,15 @@ BuildId build_id_of(const Pack &pack)
 	if (pack.size() == 1)
 		return build_id_of(pack[0]);
 
-	std::unique_ptr<EVP_MD_CTX, MdCtxDeleter> ctx(EVP_MD_CTX_new());
-	BuildId id{};
-	unsigned int len = 0;
-
-	if (!ctx || !EVP_DigestInit_ex(ctx.get(), EVP_sha1(), nullptr))
-		abort(); // OpenSSL cannot hash: nothing sensible to return
+	// One pass over everything: hashing is most of what a load costs
+	// while nobody records.
 	const std::vector<uint64_t> offsets = pack_layout(pack);
-	hash_bytes(ctx.get(), "perfjit pack v1", 15);
+	MdCtx ctx = sha1_begin("perfjit pack v1");
 	for (size_t i = 0; i < pack.size(); i++) {
-		const BuildId member = build_id_of(pack[i]);
-
-		EVP_DigestUpdate(ctx.get(), member.data(), member.size());
-		EVP_DigestUpdate(ctx.get(), &offsets[i], sizeof(offsets[i]));
+		hash_image(ctx.get(), pack[i]);
+		hash_bytes(ctx.get(), &offsets[i], sizeof(offsets[i]));
 	}
-	EVP_DigestFinal_ex(ctx.get(), id.data(), &len);
-	return id;
+	return sha1_end(ctx);
 }
 
 namespace
