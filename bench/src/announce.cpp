@@ -10,12 +10,14 @@
 //                     (the ioctl returns 1, side files are written into a
 //                     temporary PERF_BUILDID_DIR); the ring buffer is
 //                     drained between timed batches
+//   code-region-rec-many  the same, announced 64 at a time with
+//                     perfjit_load_many(): one side file per 64 functions
 //   code-region-idle  PERFJIT_MODE_CODE_REGION, nobody records (ioctl 0)
 //   perf-map          PERFJIT_MODE_PERF_MAP: /tmp/perf-PID.map lines
 //   jitdump           PERFJIT_MODE_JITDUMP into a temporary directory
 // The workload: N functions of 16 bytes in one RWX mapping, each with its own
 // code bytes (mov eax, imm32; ret; int3 padding), named bench_fn_<i>.
-// perfjit_load of each is timed (ns/announce), then perfjit_unload of each.
+// Loading each function is timed (ns/announce), then perfjit_unload of each.
 // Modes this kernel lacks (code regions on a kernel without the ioctl) are
 // reported on stderr and skipped.
 //
@@ -46,9 +48,10 @@ constexpr uint16_t kMmap3CodeRegion = 1;
 constexpr size_t kRbPages = 256;
 constexpr size_t kFnSize = 16;
 
-enum Mode { CR_REC, CR_IDLE, PERF_MAP, JITDUMP, NR_MODES };
-const char *const mode_names[NR_MODES] = { "code-region-rec", "code-region-idle", "perf-map",
-					   "jitdump" };
+enum Mode { CR_REC, CR_REC_MANY, CR_IDLE, PERF_MAP, JITDUMP, NR_MODES };
+const char *const mode_names[NR_MODES] = { "code-region-rec", "code-region-rec-many",
+					   "code-region-idle", "perf-map", "jitdump" };
+constexpr size_t kGroup = 64; // functions per perfjit_load_many() in CR_REC_MANY
 
 uint64_t now_ns()
 {
@@ -204,6 +207,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 	opts.jitdump_dir = jdir.c_str();
 	switch (mode) {
 	case CR_REC:
+	case CR_REC_MANY:
 	case CR_IDLE:
 		opts.mode = PERFJIT_MODE_CODE_REGION;
 		break;
@@ -214,7 +218,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 		opts.mode = PERFJIT_MODE_JITDUMP;
 		break;
 	}
-	if (mode == CR_REC) {
+	if (mode == CR_REC || mode == CR_REC_MANY) {
 		const int err = rec.open();
 		if (err) {
 			if (!quiet)
@@ -238,14 +242,22 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 	uint64_t total = 0;
 	for (size_t done = 0; done < n;) {
 		const size_t k = std::min(batch, n - done);
+		const size_t group = mode == CR_REC_MANY ? kGroup : 1;
+		std::vector<perfjit_code> codes(group);
+		std::vector<const perfjit_code *> ptrs(group);
 		const uint64_t t0 = now_ns();
-		for (size_t i = done; i < done + k; i++) {
-			perfjit_code c{};
-			c.size = sizeof(c);
-			c.name = names[i].c_str();
-			c.addr = code + i * kFnSize;
-			c.len = 6;
-			err = perfjit_load(s, &c);
+		for (size_t i = done; i < done + k; i += group) {
+			const size_t g = std::min(group, done + k - i);
+			for (size_t j = 0; j < g; j++) {
+				perfjit_code &c = codes[j];
+				c = perfjit_code{};
+				c.size = sizeof(c);
+				c.name = names[i + j].c_str();
+				c.addr = code + (i + j) * kFnSize;
+				c.len = 6;
+				ptrs[j] = &c;
+			}
+			err = perfjit_load_many(s, ptrs.data(), g);
 			if (err) {
 				fprintf(stderr, "announce: %s: perfjit_load: %s\n", mode_names[mode],
 					perfjit_strerror(err));
@@ -291,7 +303,8 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 [[noreturn]] void usage()
 {
 	fprintf(stderr, "usage: announce [--functions N] [--rounds R] [--batch K] "
-			"[--modes code-region-rec,code-region-idle,perf-map,jitdump] [--out CSV]\n");
+			"[--modes code-region-rec,code-region-rec-many,code-region-idle,perf-map,jitdump] "
+			"[--out CSV]\n");
 	exit(2);
 }
 
@@ -300,7 +313,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 int main(int argc, char **argv)
 {
 	size_t n = 10000, rounds = 5, batch = 500;
-	bool modes[NR_MODES] = { true, true, true, true };
+	bool modes[NR_MODES] = { true, true, true, true, true };
 	const char *out_path = nullptr;
 
 	for (int i = 1; i < argc; i++) {
