@@ -155,7 +155,14 @@ int Jitdump::write_record(const void *rec, size_t len, const void *tail, size_t 
 
 	if (n < 0)
 		return -errno;
-	return static_cast<size_t>(n) == buf.size() ? 0 : -ENOSPC;
+	if (static_cast<size_t>(n) == buf.size())
+		return 0;
+	// A record cut short (a full disk) would make every later record
+	// unreadable: take its first part back.
+	const off_t end = lseek(fd_.get(), 0, SEEK_CUR);
+	if (end >= n && ftruncate(fd_.get(), end - n) == 0)
+		lseek(fd_.get(), end - n, SEEK_SET);
+	return -ENOSPC;
 }
 
 int Jitdump::write_debug_info(uint64_t addr, const CodeImage &image)

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
 #include <memory>
+#include <signal.h>
 #include <string>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <thread>
@@ -227,6 +229,52 @@ TEST(Session, JitdumpRecords)
 	// Then the close record.
 	memcpy(&id, &bytes[total + size], 4);
 	EXPECT_EQ(id, 3u);
+}
+
+TEST(Session, JitdumpFullDiskLosesOnlyTheFailedRecord)
+{
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, dir.path());
+	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
+	perfjit::Session s(&o);
+	ASSERT_TRUE(s.ok()) << s.error().message();
+	const size_t header = read_file(path).size();
+	ASSERT_GT(header, 0u);
+
+	// A file size limit is a full disk that needs no privileges: room for
+	// the small record, not for the large one, which is written in part.
+	std::vector<uint8_t> big(8192, 0x90);
+	struct rlimit old;
+	signal(SIGXFSZ, SIG_IGN);
+	ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+	// The soft limit only: a lowered hard limit cannot be raised again.
+	struct rlimit small = {header + 1024, old.rlim_max};
+	ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+	const std::error_code full = s.load("jit_big", big.data(), big.size());
+	const std::error_code fits = s.load("jit_small", kCode, 6);
+	setrlimit(RLIMIT_FSIZE, &old);
+
+	EXPECT_EQ(full, perfjit::make_error(-ENOSPC));
+	EXPECT_FALSE(fits) << fits.message();
+	// The failed record left nothing: the next one follows the header.
+	const auto bytes = read_file(path);
+	ASSERT_GT(bytes.size(), header + 8);
+	uint32_t id, size;
+	memcpy(&id, &bytes[header], 4);
+	memcpy(&size, &bytes[header + 4], 4);
+	EXPECT_EQ(id, 0u); // JIT_CODE_LOAD
+	EXPECT_EQ(header + size, bytes.size());
+	const size_t name_at = header + 16 + 8 + 8 + 8 + 8 + 8;
+	EXPECT_STREQ(reinterpret_cast<const char *>(&bytes[name_at]), "jit_small");
+}
+
+TEST(Session, UnwritableFallbackFilesAreAnError)
+{
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, "/dev/null/jit");
+	perfjit_session *s = reinterpret_cast<perfjit_session *>(1);
+
+	EXPECT_EQ(perfjit_open(&o, &s), -ENOTDIR);
+	EXPECT_EQ(s, nullptr);
 }
 
 TEST(Session, AutoFallsBackWithoutTheIoctl)

@@ -421,11 +421,13 @@ TEST(SideFile, FullDiskLeavesNoPartialFile)
 	std::vector<uint8_t> big(256 * 1024, 0x90);
 	CodeImage image = make_image("jit_big", 0, big);
 	const BuildId id = build_id_of(image);
-	struct rlimit old, small = {64 * 1024, 64 * 1024};
+	struct rlimit old;
 
 	// A file size limit is a full disk that needs no privileges.
 	signal(SIGXFSZ, SIG_IGN);
 	ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+	// The soft limit only: a lowered hard limit cannot be raised again.
+	struct rlimit small = {64 * 1024, old.rlim_max};
 	ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
 	const int err = store_side_file(dir.path(), image, id);
 	setrlimit(RLIMIT_FSIZE, &old);
