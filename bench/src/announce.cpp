@@ -61,7 +61,8 @@ uint64_t now_ns()
 	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// A PERF_COUNT_SW_DUMMY event with mmap3 on this process, with a ring buffer.
+// A PERF_COUNT_SW_DUMMY event with mmap3 and code_regions on this process,
+// with a ring buffer.
 struct Recorder {
 	int fd = -1;
 	unsigned char *base = nullptr;
@@ -81,7 +82,9 @@ struct Recorder {
 		attr.exclude_kernel = 1;
 		attr.exclude_hv = 1;
 		memcpy(&flags, reinterpret_cast<char *>(&attr) + kAttrFlagsOffset, sizeof(flags));
-		flags |= 1ull << kAttrBitMmap3;
+		// mmap3, and code_regions: the kernel gives code regions to
+		// recorders that ask for them only.
+		flags |= 1ull << kAttrBitMmap3 | 1ull << (kAttrBitMmap3 + 1);
 		memcpy(reinterpret_cast<char *>(&attr) + kAttrFlagsOffset, &flags, sizeof(flags));
 		fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
 		if (fd < 0)

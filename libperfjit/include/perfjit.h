@@ -6,13 +6,16 @@
  * executable (perfjit_load) and each piece it frees or moves
  * (perfjit_unload, perfjit_move), and closes the session at exit.
  *
- * On a kernel with PERF_EVENT_IOC_CODE_REGION the library stores an ELF
+ * On a kernel with prctl(PR_PERF_CODE_REGION) the library stores an ELF
  * "side file" for the code in perf's build-id cache and announces the
  * region to every perf recording that watches the process; perf report,
  * annotate and script then show the code by name, with no perf inject step.
- * While nobody records, it stores nothing, and it stores the side files of
- * the code that is still loaded when a recorder appears. On other kernels
- * it writes /tmp/perf-PID.map lines or a jitdump file instead.
+ * It needs no permission to open perf events, at any perf_event_paranoid.
+ * While nobody records, it stores nothing. When a recorder starts watching
+ * the process, however late, the kernel tells the library, whose thread
+ * stores the side files of the code that is live and announces it again
+ * (a "rundown"), so that the recorder names code loaded before it started.
+ * On other kernels it writes /tmp/perf-PID.map lines or a jitdump file.
  *
  * Every function returns 0 or a negative errno value; perfjit_strerror()
  * describes it. Sessions are thread-safe. After fork() the child's first
@@ -43,11 +46,18 @@ enum perfjit_mode {
 	PERFJIT_MODE_JITDUMP = 3,
 };
 
+/*
+ * perfjit_options::flags. PERFJIT_OPEN_NO_THREAD: the library starts no
+ * thread of its own for rundowns; the runtime polls perfjit_rundown_fd()
+ * and calls perfjit_rundown() when it is readable (at a safepoint, say).
+ */
+#define PERFJIT_OPEN_NO_THREAD 0x1u
+
 struct perfjit_options {
-	uint32_t size;	     /* sizeof(struct perfjit_options) */
-	uint32_t mode;	     /* enum perfjit_mode */
-	uint32_t fallback;   /* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
-	uint32_t __reserved; /* 0 */
+	uint32_t size;	   /* sizeof(struct perfjit_options) */
+	uint32_t mode;	   /* enum perfjit_mode */
+	uint32_t fallback; /* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
+	uint32_t flags;	   /* PERFJIT_OPEN_* */
 	/* Side files go to <buildid_dir>/.build-id/xx/yyy. NULL: $PERF_BUILDID_DIR, else ~/.debug.
 	 */
 	const char *buildid_dir;
@@ -102,6 +112,20 @@ PERFJIT_API int perfjit_load_many(perfjit_session *session, const struct perfjit
 PERFJIT_API int perfjit_unload(perfjit_session *session, const void *addr);
 /* Announce that the code loaded at @from now runs at @to (already copied). */
 PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const void *to);
+/*
+ * Announce all live code again, marked as live before (a rundown), storing
+ * the side files it needs: for a recorder that started after the code was
+ * loaded. The library's thread does this by itself when the kernel says a
+ * recorder appeared; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
+ * unloaded meanwhile is announced in order. 0 also when nobody records.
+ */
+PERFJIT_API int perfjit_rundown(perfjit_session *session);
+/*
+ * A descriptor that becomes readable (POLLIN) when a recorder starts
+ * watching the process, or -EOPNOTSUPP outside the code-region mode. One per
+ * process: every session returns the same. perfjit_rundown() clears it.
+ */
+PERFJIT_API int perfjit_rundown_fd(perfjit_session *session);
 /* Unloads nothing; flushes and frees. NULL is allowed. */
 PERFJIT_API void perfjit_close(perfjit_session *session);
 

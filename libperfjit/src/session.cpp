@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The session behind the C API: mode selection, announcements, the table of
-// live code, fork safety.
+// live code, rundowns for late recorders, fork safety.
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <linux/perf_event.h>
@@ -11,10 +12,13 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <poll.h>
 #include <pthread.h>
+#include <set>
 #include <string>
-#include <sys/ioctl.h>
-#include <sys/syscall.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -81,10 +85,9 @@ struct Region {
 struct perfjit_session {
 	std::mutex lock;
 	int mode = PERFJIT_MODE_CODE_REGION;
+	bool own_thread = true; // rundowns from the library's thread
 	std::string buildid_dir;
 	std::string jitdump_dir;
-	UniqueFd perf_fd;
-	bool recording = false;
 	unsigned fork_generation = 0;
 	std::map<uint64_t, Region> regions;
 	DirCache dirs;
@@ -95,10 +98,11 @@ struct perfjit_session {
 	int reopen_after_fork();
 	int open_fallback(int which);
 	int announce_span(uint64_t addr, uint64_t len, uint64_t pgoff, const std::string &name,
-			  const SideFile &file, bool unload);
+			  const SideFile &file, uint32_t flags);
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
-	int announce_live(uint64_t addr, const Region &r);
+	int rundown_from(uint64_t &addr, int &expected);
+	int rundown();
 	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
 			  size_t i) const;
 	int announce_load(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
@@ -112,30 +116,194 @@ struct perfjit_session {
 namespace
 {
 
-// A dummy software event on the calling thread's process: the fd the ioctl
-// is issued on. -errno if perf events are not available.
-int open_perf_fd(UniqueFd &fd)
+// Whether the kernel has prctl(PR_PERF_CODE_REGION): announcing NULL is
+// -EFAULT where it does, -EINVAL where it does not. No perf event is needed,
+// so this holds at every perf_event_paranoid level.
+bool has_code_region_prctl()
 {
-	perf_event_attr attr{};
-
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_DUMMY;
-	attr.exclude_kernel = 1;
-	attr.exclude_hv = 1;
-	fd.reset(static_cast<int>(
-		syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC)));
-	return fd ? 0 : -errno;
+	return prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_ANNOUNCE, 0UL, 0UL, 0UL) <
+		       0 &&
+	       errno == EFAULT;
 }
 
-// Whether the kernel knows the ioctl: a structure too small for any version
-// is -EINVAL where it does, -ENOTTY where it does not.
-bool has_code_region_ioctl(int fd)
+// The process's registration for "a recorder started watching": one eventfd
+// per process (the kernel keeps one), shared by its code-region sessions,
+// and a thread that runs their rundowns when it becomes readable.
+class Notifier
 {
-	uapi::perf_code_region region{};
+public:
+	static Notifier &get()
+	{
+		// Never destroyed: its thread may run while static objects die.
+		static Notifier &n = *new Notifier;
+		return n;
+	}
 
-	region.size = 0;
-	return ioctl(fd, uapi::PERF_EVENT_IOC_CODE_REGION, &region) < 0 && errno == EINVAL;
+	int attach(perfjit_session *s, bool thread);
+	void detach(perfjit_session *s);
+	int fd()
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+		return event_ ? event_.get() : -ENODEV;
+	}
+	void drain()
+	{
+		uint64_t n;
+
+		if (event_)
+			(void)!read(event_.get(), &n, sizeof(n));
+	}
+	// In a child after fork(): its own eventfd and thread, never the parent's.
+	void check_fork();
+
+private:
+	Notifier() { pthread_atfork(prepare, parent, child); }
+	static void prepare() { get().lock_.lock(); }
+	static void parent() { get().lock_.unlock(); }
+	static void child()
+	{
+		Notifier &n = get();
+
+		// The thread did not come along: forget it, never join it.
+		n.thread_running_ = false;
+		n.forked_.store(true, std::memory_order_relaxed);
+		n.lock_.unlock();
+	}
+	int start_locked();
+	void stop();
+	void run();
+
+	std::mutex lock_;
+	std::set<perfjit_session *> sessions_;
+	size_t threaded_ = 0; // sessions that want the thread
+	UniqueFd event_, stop_;
+	pthread_t thread_{};
+	bool thread_running_ = false;
+	std::atomic<bool> forked_{false};
+};
+
+int Notifier::start_locked()
+{
+	if (!event_) {
+		UniqueFd efd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+
+		if (!efd)
+			return -errno;
+		if (prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY,
+			  static_cast<unsigned long>(efd.get()), 0UL, 0UL))
+			return -errno;
+		event_ = std::move(efd);
+	}
+	if (threaded_ && !thread_running_) {
+		UniqueFd sfd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+
+		if (!sfd)
+			return -errno;
+		stop_ = std::move(sfd);
+		const int err = pthread_create(
+			&thread_, nullptr,
+			[](void *) -> void * {
+				Notifier::get().run();
+				return nullptr;
+			},
+			nullptr);
+		if (err)
+			return -err;
+		thread_running_ = true;
+	}
+	return 0;
+}
+
+int Notifier::attach(perfjit_session *s, bool thread)
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	sessions_.insert(s);
+	threaded_ += thread;
+	const int err = start_locked();
+	if (err) {
+		sessions_.erase(s);
+		threaded_ -= thread;
+	}
+	return err;
+}
+
+void Notifier::detach(perfjit_session *s)
+{
+	bool join = false;
+	pthread_t thread{};
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+
+		if (!sessions_.erase(s))
+			return;
+		threaded_ -= s->own_thread;
+		if (!threaded_ && thread_running_) {
+			uint64_t one = 1;
+
+			(void)!write(stop_.get(), &one, sizeof(one));
+			thread = thread_;
+			thread_running_ = false;
+			join = true;
+		}
+		if (sessions_.empty()) {
+			prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY, -1L, 0UL,
+			      0UL);
+			event_.reset();
+		}
+	}
+	if (join && !pthread_equal(thread, pthread_self()))
+		pthread_join(thread, nullptr);
+	else if (join)
+		pthread_detach(thread);
+}
+
+void Notifier::check_fork()
+{
+	// Cheap: every call of the API comes here, also during a rundown.
+	if (!forked_.load(std::memory_order_relaxed))
+		return;
+	std::lock_guard<std::mutex> guard(lock_);
+	if (!forked_.exchange(false))
+		return;
+	// The eventfd is the parent's, and so is the kernel's registration of
+	// it: the child registers one of its own.
+	event_.reset();
+	stop_.reset();
+	if (!sessions_.empty())
+		start_locked();
+}
+
+void Notifier::run()
+{
+	for (;;) {
+		struct pollfd fds[2] = {};
+		{
+			std::lock_guard<std::mutex> guard(lock_);
+
+			if (!thread_running_ || !event_)
+				return;
+			fds[0] = {event_.get(), POLLIN, 0};
+			fds[1] = {stop_.get(), POLLIN, 0};
+		}
+		if (poll(fds, 2, -1) < 0 && errno != EINTR)
+			return;
+		if (fds[1].revents)
+			return;
+		if (!(fds[0].revents & POLLIN))
+			continue;
+
+		std::lock_guard<std::mutex> guard(lock_);
+		drain();
+		for (perfjit_session *s : sessions_) {
+			try {
+				if (s->own_thread)
+					s->rundown();
+			} catch (...) {
+				// Out of memory, say: the next recorder tries again.
+			}
+		}
+	}
 }
 
 } // namespace
@@ -159,24 +327,24 @@ int perfjit_session::open(const perfjit_options &opts)
 	if (fallback != PERFJIT_MODE_PERF_MAP && fallback != PERFJIT_MODE_JITDUMP)
 		return -EINVAL;
 
+	if (opts.flags & ~PERFJIT_OPEN_NO_THREAD)
+		return -EINVAL;
+	own_thread = !(opts.flags & PERFJIT_OPEN_NO_THREAD);
+
 	switch (opts.mode) {
 	case PERFJIT_MODE_PERF_MAP:
 	case PERFJIT_MODE_JITDUMP:
 		return open_fallback(opts.mode);
 	case PERFJIT_MODE_AUTO:
 	case PERFJIT_MODE_CODE_REGION: {
-		// PERFJIT_NO_CODE_REGION=1 pretends the kernel lacks the ioctl.
+		// PERFJIT_NO_CODE_REGION=1 pretends the kernel lacks the prctl.
 		const char *no = getenv("PERFJIT_NO_CODE_REGION");
 		const bool simulate_old = no && no[0] && strcmp(no, "0") != 0;
-		int err = simulate_old ? -ENOTTY : open_perf_fd(perf_fd);
 
-		if (!err && !has_code_region_ioctl(perf_fd.get()))
-			err = -EOPNOTSUPP;
-		if (!err) {
+		if (!simulate_old && has_code_region_prctl()) {
 			mode = PERFJIT_MODE_CODE_REGION;
-			return 0;
+			return Notifier::get().attach(this, own_thread);
 		}
-		perf_fd.reset();
 		if (opts.mode == PERFJIT_MODE_CODE_REGION)
 			return -EOPNOTSUPP;
 		return open_fallback(fallback);
@@ -195,13 +363,11 @@ int perfjit_session::check_fork()
 	if (gen == fork_generation)
 		return 0;
 	fork_generation = gen;
-	recording = false;
 	for (auto &kv : regions)
 		kv.second.file->stored = false;
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
-		perf_fd.reset();
-		return open_perf_fd(perf_fd);
+		return 0;
 	case PERFJIT_MODE_JITDUMP:
 		jitdump.close();
 		return jitdump.open(jitdump_dir);
@@ -211,12 +377,12 @@ int perfjit_session::check_fork()
 }
 
 int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
-				   const std::string &name, const SideFile &file, bool unload)
+				   const std::string &name, const SideFile &file, uint32_t flags)
 {
 	uapi::perf_code_region region{};
 
 	region.size = sizeof(region);
-	region.flags = unload ? uapi::PERF_CODE_REGION_UNLOAD : 0;
+	region.flags = flags;
 	region.addr = addr;
 	region.len = len;
 	region.pgoff = pgoff;
@@ -224,14 +390,15 @@ int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
 	region.build_id_size = file.id.size();
 	memcpy(region.build_id, file.id.data(), file.id.size());
 
-	const int ret = ioctl(perf_fd.get(), uapi::PERF_EVENT_IOC_CODE_REGION, &region);
+	const int ret = prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_ANNOUNCE,
+			      reinterpret_cast<unsigned long>(&region), 0UL, 0UL);
 	return ret < 0 ? -errno : ret;
 }
 
 int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 {
 	return announce_span(addr, r.image().code.size(), r.file->offsets[r.index], r.image().name,
-			     *r.file, unload);
+			     *r.file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
 }
 
 int perfjit_session::store(SideFile &file)
@@ -244,14 +411,85 @@ int perfjit_session::store(SideFile &file)
 	return err;
 }
 
-// Stores the side file of code loaded before and announces it again: for a
-// recorder that appeared after it was announced.
-int perfjit_session::announce_live(uint64_t addr, const Region &r)
+// One step of a rundown, under the lock: announces again the live code at
+// or after @addr (a run of adjacent code that shares a side file as one
+// region) and stores its side file, then moves @addr past it. Returns how
+// many recorders took it, -ENOENT at the end.
+int perfjit_session::rundown_from(uint64_t &addr, int &expected)
 {
-	int err = store(*r.file);
-	const int taken = err ? 0 : announce(addr, r, false);
+	auto first = regions.lower_bound(addr);
 
-	return taken < 0 ? taken : err;
+	if (first == regions.end())
+		return -ENOENT;
+	auto last = first, next = first;
+	size_t count = 1;
+	for (++next; next != regions.end(); ++next, ++last, ++count) {
+		if (next->second.file != first->second.file ||
+		    !adjacent(last->second.image(), next->second.image()))
+			break;
+	}
+	const Region &r = first->second;
+	const uint64_t end = last->first + last->second.image().code.size();
+	const std::string name =
+		count > 1 ? r.image().name + " and " + std::to_string(count - 1) + " more"
+			  : r.image().name;
+	const int taken = announce_span(first->first, end - first->first, r.file->offsets[r.index],
+					name, *r.file, uapi::PERF_CODE_REGION_RUNDOWN);
+	const int err = taken > 0 ? store(*r.file) : 0;
+
+	if (taken < 0 || err || taken >= expected)
+		addr = last->first + 1;
+	if (taken < 0 || err)
+		return taken < 0 ? taken : err;
+	if (taken > expected)
+		expected = taken;
+	return taken;
+}
+
+// Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, for a
+// recorder that started watching after it was loaded. The lock is taken
+// per region, not for the whole rundown: the runtime goes on loading and
+// unloading meanwhile, and each region is announced in order with those.
+// A recorder that took fewer records than the others had its buffer half
+// full (the kernel's bound on code-region records): the region is
+// announced again, after a pause, so that the recorder can drain.
+int perfjit_session::rundown()
+{
+	uint64_t addr = 0;
+	int expected = 0, retries = 0, err = 0;
+
+	for (;;) {
+		int taken;
+		{
+			std::lock_guard<std::mutex> guard(lock);
+
+			if (mode != PERFJIT_MODE_CODE_REGION)
+				return 0;
+			const uint64_t before = addr;
+			taken = rundown_from(addr, expected);
+			if (taken == -ENOENT)
+				return err;
+			if (taken < 0) {
+				// This run only: the rest is announced still.
+				err = taken;
+				continue;
+			}
+			// Nobody records code regions of this process.
+			if (!expected)
+				return err;
+			if (addr != before) {
+				retries = 0;
+				continue;
+			}
+		}
+		if (++retries > 50) {
+			// A recorder went away, or stays full: go on without it.
+			expected = taken;
+			retries = 0;
+			continue;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(std::min(retries, 20)));
+	}
 }
 
 // Announces batch[first, first + count), adjacent code that shares a side
@@ -272,7 +510,7 @@ int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 		taken = announce_span(addrs[first],
 				      addrs[first + count - 1] + last.image().code.size() -
 					      addrs[first],
-				      r.file->offsets[r.index], name, *r.file, false);
+				      r.file->offsets[r.index], name, *r.file, 0);
 		// Not one executable mapping, say: then each on its own.
 		for (size_t i = first; taken == -EINVAL && i < first + count; i++)
 			taken = announce(addrs[i], batch[i], false);
@@ -282,22 +520,9 @@ int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 	if (taken < 0)
 		return taken;
 
-	int err = 0;
-	if (taken > 0) {
-		err = store(*r.file);
-		if (!recording) {
-			// A recorder appeared: it has not seen the code loaded
-			// before, here or earlier in this batch.
-			for (auto &kv : regions) {
-				if (!err)
-					err = announce_live(kv.first, kv.second);
-			}
-			for (size_t j = 0; j < first && !err; j++)
-				err = announce_live(addrs[j], batch[j]);
-		}
-	}
-	recording = taken > 0;
-	return err;
+	// Code loaded while nobody recorded is stored by the rundown that the
+	// kernel asks for when a recorder appears.
+	return taken > 0 ? store(*r.file) : 0;
 }
 
 // How many of batch[i...] one region can cover: they share a side file,
@@ -412,7 +637,6 @@ int perfjit_session::unload(uint64_t addr)
 
 		if (taken < 0)
 			return taken;
-		recording = taken > 0;
 	}
 	// perf-PID.map cannot express an unload; jitdump has no record for it.
 	regions.erase(it);
@@ -448,7 +672,6 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 		}
 		if (taken < 0)
 			return taken;
-		recording = taken > 0;
 		break;
 	}
 	}
@@ -470,6 +693,7 @@ int locked(perfjit_session *s, Fn &&fn)
 	if (!s)
 		return -EINVAL;
 	try {
+		Notifier::get().check_fork();
 		std::lock_guard<std::mutex> guard(s->lock);
 		int err = s->check_fork();
 
@@ -492,7 +716,7 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 	if (!session)
 		return -EINVAL;
 	*session = nullptr;
-	if (opts && (opts->size < sizeof(perfjit_options) || opts->__reserved))
+	if (opts && opts->size < sizeof(perfjit_options))
 		return -EINVAL;
 	try {
 		std::call_once(g_atfork_once,
@@ -536,9 +760,37 @@ int perfjit_move(perfjit_session *session, const void *from, const void *to)
 	});
 }
 
+int perfjit_rundown(perfjit_session *session)
+{
+	if (!session)
+		return -EINVAL;
+	try {
+		Notifier::get().check_fork();
+		if (session->mode == PERFJIT_MODE_CODE_REGION)
+			Notifier::get().drain();
+		return session->rundown();
+	} catch (const std::bad_alloc &) {
+		return -ENOMEM;
+	} catch (...) {
+		return -EIO;
+	}
+}
+
+int perfjit_rundown_fd(perfjit_session *session)
+{
+	if (!session)
+		return -EINVAL;
+	if (session->mode != PERFJIT_MODE_CODE_REGION)
+		return -EOPNOTSUPP;
+	Notifier::get().check_fork();
+	return Notifier::get().fd();
+}
+
 void perfjit_close(perfjit_session *session)
 {
-	// The destructor closes the fd and finishes the jitdump file.
+	if (session && session->mode == PERFJIT_MODE_CODE_REGION)
+		Notifier::get().detach(session);
+	// The destructor finishes the jitdump file.
 	std::unique_ptr<perfjit_session> owned(session);
 }
 

@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // The session: arguments, the fallbacks, fork and thread safety, and, on a
-// kernel with PERF_EVENT_IOC_CODE_REGION, the side files written only while
-// somebody records.
+// kernel with PR_PERF_CODE_REGION, the side files written only while
+// somebody records, and the rundowns for recorders that attach late.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
+#include <map>
 #include <memory>
+#include <poll.h>
+#include <set>
 #include <signal.h>
 #include <string>
 #include <sys/mman.h>
@@ -105,7 +112,12 @@ TEST(Session, BadArguments)
 	o = options(PERFJIT_MODE_AUTO);
 	o.fallback = 9;
 	EXPECT_EQ(perfjit_open(&o, &s), -EINVAL);
+	o = options(PERFJIT_MODE_PERF_MAP);
+	o.flags = 0x80;
+	EXPECT_EQ(perfjit_open(&o, &s), -EINVAL);
 	EXPECT_EQ(s, nullptr);
+	EXPECT_EQ(perfjit_rundown(nullptr), -EINVAL);
+	EXPECT_EQ(perfjit_rundown_fd(nullptr), -EINVAL);
 
 	perfjit_code c = code_at(kCode, "f");
 	EXPECT_EQ(perfjit_load(nullptr, &c), -EINVAL);
@@ -136,6 +148,9 @@ TEST(Session, BadArguments)
 	EXPECT_EQ(perfjit_build_id(s, kCode, nullptr), -EINVAL);
 	EXPECT_EQ(perfjit_build_id(s, kCode + 1, id), -ENOENT);
 	EXPECT_EQ(perfjit_unload(s, kCode), 0);
+	// A fallback has nobody to announce again to.
+	EXPECT_EQ(perfjit_rundown(s), 0);
+	EXPECT_EQ(perfjit_rundown_fd(s), -EOPNOTSUPP);
 	EXPECT_STRNE(perfjit_strerror(-ENOENT), "");
 	perfjit_close(s);
 	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
@@ -351,62 +366,165 @@ TEST(Session, ConcurrentLoads)
 namespace
 {
 
-// A recorder as perf record opens one: a dummy event on this process with
-// perf_event_attr::mmap3 (bit 40 of the flags, which older uapi headers
-// do not name).
-int open_recorder()
-{
-	perf_event_attr attr{};
-	uint64_t flags;
+constexpr uint32_t kRecordMmap3 = 23;
+constexpr uint16_t kMmap3CodeRegion = 1U << 0, kMmap3Unmap = 1U << 1, kMmap3Rundown = 1U << 3;
 
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_DUMMY;
-	attr.exclude_kernel = 1;
-	memcpy(&flags, reinterpret_cast<char *>(&attr) + 40, sizeof(flags));
-	flags |= 1ULL << 40;
-	memcpy(reinterpret_cast<char *>(&attr) + 40, &flags, sizeof(flags));
-	return static_cast<int>(
-		syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
-}
+// What a recorder saw of one code-region record.
+struct Seen {
+	uint64_t time;
+	uint32_t pid;
+	uint64_t addr, len;
+	uint16_t flags;
+};
 
-// Somebody recording this process: a dummy event with mmap3, and the ring
-// buffer without which an event takes no records.
+// A recorder as perf record -p opens one: a dummy event on each thread of
+// @pid (not inherited: the kernel maps no buffer of an inherited event
+// without a CPU), with perf_event_attr::mmap3 and ::code_regions (bits 40 and 41 of
+// the flags, which older uapi headers do not name), records stamped with
+// their time, and a ring buffer each, without which an event takes nothing.
 class Recorder
 {
 public:
-	Recorder() : fd_(open_recorder())
+	explicit Recorder(pid_t pid = getpid(), size_t data_pages = 64)
+	    : rb_len_((data_pages + 1) * sysconf(_SC_PAGESIZE))
 	{
-		if (fd_)
-			rb_ = mmap(nullptr, rb_len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_.get(),
-				   0);
+		const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+		DIR *d = opendir(dir.c_str());
+
+		if (!d)
+			return;
+		while (struct dirent *e = readdir(d)) {
+			if (e->d_name[0] == '.')
+				continue;
+			if (!open_one(atoi(e->d_name))) {
+				bufs_.clear();
+				break;
+			}
+		}
+		closedir(d);
 	}
 	~Recorder()
 	{
-		if (rb_ != MAP_FAILED)
-			munmap(rb_, rb_len_);
+		for (auto &b : bufs_)
+			munmap(b.base, rb_len_);
 	}
 	Recorder(const Recorder &) = delete;
 	Recorder &operator=(const Recorder &) = delete;
-	bool ok() const { return rb_ != MAP_FAILED; }
+	bool ok() const { return !bufs_.empty(); }
+
+	// The code-region records taken so far, in time order.
+	std::vector<Seen> code_regions()
+	{
+		const size_t page = sysconf(_SC_PAGESIZE), size = rb_len_ - page;
+
+		for (auto &b : bufs_) {
+			auto *pg = static_cast<perf_event_mmap_page *>(b.base);
+			const auto *data = static_cast<const uint8_t *>(b.base) + page;
+			const uint64_t head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);
+			uint64_t tail = pg->data_tail;
+			std::vector<uint8_t> rec;
+
+			while (tail < head) {
+				perf_event_header h;
+
+				for (size_t i = 0; i < sizeof(h); i++)
+					reinterpret_cast<uint8_t *>(&h)[i] =
+						data[(tail + i) % size];
+				rec.resize(h.size);
+				for (size_t i = 0; i < h.size; i++)
+					rec[i] = data[(tail + i) % size];
+				tail += h.size;
+				if (h.type != kRecordMmap3 || h.size < 88)
+					continue;
+				Seen seen{};
+				uint16_t flags;
+
+				memcpy(&flags, &rec[72], sizeof(flags));
+				if (!(flags & kMmap3CodeRegion))
+					continue;
+				seen.flags = flags;
+				memcpy(&seen.pid, &rec[8], sizeof(seen.pid));
+				memcpy(&seen.addr, &rec[16], sizeof(seen.addr));
+				memcpy(&seen.len, &rec[24], sizeof(seen.len));
+				memcpy(&seen.time, &rec[h.size - 8], sizeof(seen.time));
+				seen_.push_back(seen);
+			}
+			__atomic_store_n(&pg->data_tail, tail, __ATOMIC_RELEASE);
+		}
+		std::stable_sort(seen_.begin(), seen_.end(),
+				 [](const Seen &a, const Seen &b) { return a.time < b.time; });
+		return seen_;
+	}
 
 private:
-	perfjit::UniqueFd fd_;
-	const size_t rb_len_ = 2 * sysconf(_SC_PAGESIZE);
-	void *rb_ = MAP_FAILED;
+	struct Buf {
+		perfjit::UniqueFd fd;
+		void *base;
+	};
+
+	bool open_one(pid_t tid)
+	{
+		perf_event_attr attr{};
+		uint64_t flags;
+
+		attr.size = sizeof(attr);
+		attr.type = PERF_TYPE_SOFTWARE;
+		attr.config = PERF_COUNT_SW_DUMMY;
+		attr.sample_type = PERF_SAMPLE_TIME;
+		attr.sample_id_all = 1;
+		attr.exclude_kernel = 1;
+		memcpy(&flags, reinterpret_cast<char *>(&attr) + 40, sizeof(flags));
+		flags |= 3ULL << 40;
+		memcpy(reinterpret_cast<char *>(&attr) + 40, &flags, sizeof(flags));
+		perfjit::UniqueFd fd(static_cast<int>(
+			syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC)));
+		if (!fd)
+			return false;
+		void *base =
+			mmap(nullptr, rb_len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+		if (base == MAP_FAILED)
+			return false;
+		bufs_.push_back(Buf{std::move(fd), base});
+		return true;
+	}
+
+	size_t rb_len_;
+	std::vector<Buf> bufs_;
+	std::vector<Seen> seen_;
 };
 
+// Waits up to 60 s (the VM emulates its CPU) for @pred; whether it came true.
+template <typename Pred>
+bool eventually(Pred &&pred)
+{
+	for (int i = 0; i < 6000; i++) {
+		if (pred())
+			return true;
+		std::this_thread::sleep_for(std::chrono::milliseconds(10));
+	}
+	return pred();
+}
+
+bool stored(perfjit_session *s, const void *addr)
+{
+	char path[4096];
+
+	return perfjit_side_file(s, addr, path, sizeof(path)) == 0;
+}
+
 // A code-region session on a scratch build-id cache; skipped on a kernel
-// without the ioctl.
+// without the prctl.
 class CodeRegion : public ::testing::Test
 {
 protected:
-	void SetUp() override
+	void SetUp() override { open(0); }
+	void open(uint32_t flags)
 	{
 		opts_ = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+		opts_.flags = flags;
 		session_ = std::make_unique<perfjit::Session>(&opts_);
 		if (session_->error() == perfjit::make_error(-EOPNOTSUPP))
-			GTEST_SKIP() << "the running kernel has no PERF_EVENT_IOC_CODE_REGION "
+			GTEST_SKIP() << "the running kernel has no PR_PERF_CODE_REGION "
 					"(make check runs this in the VM)";
 		ASSERT_TRUE(session_->ok()) << session_->error().message();
 	}
@@ -431,8 +549,10 @@ TEST_F(CodeRegion, SideFilesOnlyWhileSomebodyRecords)
 
 	Recorder recorder;
 	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	// The library's thread stores jit_unseen's side file: the kernel told
+	// it that a recorder appeared.
+	EXPECT_TRUE(eventually([&] { return stored(s.get(), page.at(0)); }));
 	ASSERT_FALSE(s.load("jit_seen", page.at(16), 16));
-	// Both side files now exist: the recorder appeared after jit_unseen.
 	for (size_t off : {0, 16}) {
 		uint8_t id[20];
 
@@ -460,6 +580,7 @@ TEST_F(CodeRegion, LoadManySharesOneSideFile)
 
 	Recorder recorder;
 	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	EXPECT_TRUE(eventually([&] { return stored(s.get(), page.at(0)); }));
 	ASSERT_FALSE(s.load({&c, &d}));
 
 	// One file per batch, with the batch's build-id; the first batch was
@@ -486,4 +607,206 @@ TEST_F(CodeRegion, LoadManySharesOneSideFile)
 	EXPECT_EQ(s.load({&a}), perfjit::make_error(-EEXIST));
 	EXPECT_FALSE(s.unload(page.at(32)));
 	EXPECT_FALSE(s.move(page.at(48), page.at(64)));
+}
+
+// A recorder that attaches after the code was loaded gets every live piece
+// of it again, marked as a rundown, from the library's own thread; unloaded
+// code is not announced again.
+TEST_F(CodeRegion, RundownForALateRecorder)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+
+	ASSERT_FALSE(s.load("jit_one", page.at(0), 16));
+	ASSERT_FALSE(s.load("jit_two", page.at(64), 16));
+	ASSERT_FALSE(s.load("jit_gone", page.at(128), 16));
+	ASSERT_FALSE(s.unload(page.at(128)));
+
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(64)); }));
+	ASSERT_TRUE(eventually([&] {
+		auto seen = recorder.code_regions();
+		return std::count_if(seen.begin(), seen.end(),
+				     [](const Seen &r) { return r.flags & kMmap3Rundown; }) >= 2;
+	}));
+	std::set<uint64_t> addrs;
+	for (const Seen &r : recorder.code_regions()) {
+		EXPECT_EQ(r.flags, kMmap3CodeRegion | kMmap3Rundown);
+		EXPECT_EQ(r.pid, static_cast<uint32_t>(getpid()));
+		addrs.insert(r.addr);
+	}
+	EXPECT_EQ(addrs, (std::set<uint64_t>{reinterpret_cast<uint64_t>(page.at(0)),
+					     reinterpret_cast<uint64_t>(page.at(64))}));
+
+	// A second recorder, beside the first: both get the rundown.
+	Recorder second;
+	ASSERT_TRUE(second.ok());
+	EXPECT_TRUE(eventually([&] { return second.code_regions().size() >= 2; }));
+}
+
+// Without the library's thread the runtime polls the descriptor and runs
+// the rundown itself, at a point of its choosing.
+TEST_F(CodeRegion, RundownByTheRuntime)
+{
+	session_.reset();
+	open(PERFJIT_OPEN_NO_THREAD);
+	perfjit::Session &s = *session_;
+	ExecPage page;
+
+	ASSERT_FALSE(s.load("jit_polled", page.at(0), 16));
+	const int fd = perfjit_rundown_fd(s.get());
+	ASSERT_GE(fd, 0);
+	EXPECT_EQ(perfjit_rundown(s.get()), 0);
+	struct pollfd pfd = {fd, POLLIN, 0};
+	EXPECT_EQ(poll(&pfd, 1, 0), 0);
+
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok());
+	ASSERT_EQ(poll(&pfd, 1, 10000), 1);
+	// Nobody but the runtime runs the rundown.
+	std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	EXPECT_FALSE(stored(s.get(), page.at(0)));
+	EXPECT_EQ(perfjit_rundown(s.get()), 0);
+	EXPECT_TRUE(stored(s.get(), page.at(0)));
+	EXPECT_EQ(poll(&pfd, 1, 0), 0);
+	ASSERT_EQ(recorder.code_regions().size(), 1u);
+}
+
+// After fork() the child has the parent's code, and its own registration:
+// a recorder of the child gets the child's rundown of that code.
+TEST_F(CodeRegion, ChildRundown)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+	int ready[2], go[2];
+
+	ASSERT_FALSE(s.load("jit_inherited", page.at(0), 16));
+	ASSERT_EQ(pipe(ready), 0);
+	ASSERT_EQ(pipe(go), 0);
+	const pid_t child = fork();
+	ASSERT_GE(child, 0);
+	if (child == 0) {
+		char c = 0;
+
+		// The child's first call makes its own registration and thread.
+		const bool ok = !s.load("jit_child", page.at(64), 16);
+		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(3);
+		_exit(ok ? 0 : 2);
+	}
+	char c;
+	ASSERT_EQ(read(ready[0], &c, 1), 1);
+	{
+		Recorder recorder(child);
+		ASSERT_TRUE(recorder.ok());
+		EXPECT_TRUE(eventually([&] {
+			auto seen = recorder.code_regions();
+			return std::any_of(seen.begin(), seen.end(), [&](const Seen &r) {
+				return r.pid == static_cast<uint32_t>(child) &&
+				       r.addr == reinterpret_cast<uint64_t>(page.at(0)) &&
+				       (r.flags & kMmap3Rundown);
+			});
+		}));
+	}
+	ASSERT_EQ(write(go[1], "g", 1), 1);
+	int status = 0;
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (int fd : {ready[0], ready[1], go[0], go[1]})
+		close(fd);
+}
+
+// The runtime unloads and loads code while rundowns run: in the time order
+// of the records, no rundown announces code after its unload, before it
+// was loaded again.
+TEST_F(CodeRegion, UnloadDuringRundown)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+	constexpr int kSlots = 16;
+
+	for (int i = 0; i < kSlots; i++)
+		ASSERT_FALSE(s.load("jit_slot", page.at(i * 32), 16));
+	Recorder recorder(getpid(), 1024);
+	ASSERT_TRUE(recorder.ok());
+
+	std::atomic<bool> stop{false};
+	std::thread rundowns([&] {
+		while (!stop.load())
+			perfjit_rundown(s.get());
+	});
+	for (int round = 0; round < 200; round++) {
+		const int i = round % kSlots;
+
+		ASSERT_FALSE(s.unload(page.at(i * 32)));
+		ASSERT_FALSE(s.load("jit_slot", page.at(i * 32), 16));
+	}
+	stop = true;
+	rundowns.join();
+
+	std::map<uint64_t, bool> live;
+	size_t rundown_records = 0;
+	for (const Seen &r : recorder.code_regions()) {
+		if (r.flags & kMmap3Unmap) {
+			live[r.addr] = false;
+		} else if (r.flags & kMmap3Rundown) {
+			auto it = live.find(r.addr);
+
+			rundown_records++;
+			// The first record of code loaded before the recorder.
+			if (it == live.end())
+				live[r.addr] = true;
+			else
+				EXPECT_TRUE(it->second) << "a rundown of code after its unload";
+		} else {
+			live[r.addr] = true;
+		}
+	}
+	EXPECT_GT(rundown_records, 0u);
+}
+
+// A rundown of 100,000 live functions, loaded in batches: one side file and
+// one region per batch of adjacent code.
+TEST_F(CodeRegion, RundownOf100000Functions)
+{
+	perfjit::Session &s = *session_;
+	constexpr size_t kFunctions = 100000, kBatch = 1000, kSize = 16;
+	const size_t len = kFunctions * kSize;
+	void *mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(mem, MAP_FAILED);
+	auto *code = static_cast<uint8_t *>(mem);
+	for (size_t i = 0; i < kFunctions; i++) {
+		memcpy(code + i * kSize, kCode, 6);
+		memcpy(code + i * kSize + 6, &i, sizeof(uint32_t));
+	}
+	ASSERT_EQ(mprotect(mem, len, PROT_READ | PROT_EXEC), 0);
+
+	std::vector<std::string> names(kFunctions);
+	std::vector<perfjit_code> codes(kFunctions);
+	for (size_t i = 0; i < kFunctions; i++) {
+		names[i] = "jit_f" + std::to_string(i);
+		codes[i] = code_at(code + i * kSize, names[i].c_str(), kSize);
+	}
+	for (size_t b = 0; b < kFunctions; b += kBatch) {
+		std::vector<const perfjit_code *> batch;
+
+		for (size_t i = b; i < b + kBatch; i++)
+			batch.push_back(&codes[i]);
+		ASSERT_FALSE(s.load(batch));
+	}
+
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok());
+	EXPECT_TRUE(eventually([&] { return stored(s.get(), code + len - kSize); }));
+	std::set<uint64_t> covered;
+	uint64_t bytes = 0;
+	const auto seen = recorder.code_regions();
+	for (const Seen &r : seen) {
+		if (covered.insert(r.addr).second)
+			bytes += r.len;
+	}
+	EXPECT_EQ(covered.size(), kFunctions / kBatch);
+	EXPECT_EQ(bytes, len);
+	munmap(mem, len);
 }
