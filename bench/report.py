@@ -118,11 +118,12 @@ class Results:
         self.report = read_csv(raw, "report.csv")
         self.slowdown = read_csv(raw, "slowdown.csv")
         self.e2e = read_csv(raw, "e2e.csv")
+        self.attach = read_csv(raw, "attach.csv")
         self.targets = []  # (name, measured, verdict)
 
     def empty(self):
         return not any([self.mapcost, self.buildid, self.announce, self.report,
-                        self.slowdown, self.e2e])
+                        self.slowdown, self.e2e, self.attach])
 
     # ---- 1. mapping cost ----
     def mapcost_medians(self):
@@ -264,7 +265,7 @@ class Results:
             f"`bench/src/announce.cpp`: {self.info.get('ann_funcs', '?')} functions of 16 bytes, each "
             "with its own code bytes, in one RWX mapping, announced with `perfjit_load()` (then "
             "`perfjit_unload()`), timed in batches of 500. \"recorded\": the program holds a dummy "
-            "event with `mmap3` on itself, so the ioctl returns 1 and libperfjit writes each side "
+            "event with `mmap3` and `code_regions` on itself, so the prctl returns 1 and libperfjit writes each side "
             "file into a temporary PERF_BUILDID_DIR (the ring buffer is drained between batches); "
             "\"64 per perfjit_load_many()\": the same, announced in groups of 64 that share a side "
             "file, as a runtime that compiles a module at once would. "
@@ -404,7 +405,7 @@ class Results:
             "the compile and announce cost per function it reports on stderr, its own wall time "
             "(measured around it by `bench/src/timeit`, inside the recording) and the total "
             "including perf record's start-up and finish. \"no recorder\": libperfjit in auto mode "
-            "(code regions; the ioctl returns 0). Ratios are to no recorder. "
+            "(code regions; the prctl returns 0). Ratios are to no recorder. "
             f"{rounds} rounds, interleaved; medians.")
         md.append("")
         by = defaultdict(lambda: defaultdict(list))
@@ -476,10 +477,46 @@ class Results:
             self.targets.append((name, f"{r:.2f}x", "PASS" if r <= 1.10 else "MISS"))
         return "\n".join(md)
 
+    def section_attach(self):
+        md = ["## 6. Attaching to a running JIT", "", TCG_NOTE, ""]
+        name = "perf record -p after the JIT loaded its code names at least 99% of its samples"
+        if not self.attach:
+            md.append("No results.")
+            self.targets.append((name, "not measured", "MISS"))
+            return "\n".join(md)
+        md.append(
+            f"`bench/src/attach` loads N functions through libperfjit in batches of 1,000 while "
+            f"nobody records, then runs them all in turn; `perf record -e cpu-clock -p` attaches "
+            f"for {self.info.get('att_seconds', '?')} s. The kernel signals the library, whose "
+            f"thread stores the side files and announces the live code again (a rundown); perf "
+            f"places it from the start of the recording. Named: samples in the JIT's code that "
+            f"resolve to one of its functions. Rundown: from the first sample to the last rundown "
+            f"record.")
+        md.append("")
+        rows, worst = [], None
+        for r in self.attach:
+            total, named = int(num(r["samples"], 0)), int(num(r["named"], 0))
+            frac = named / total if total else None
+            if r["status"] == "ok" and frac is not None:
+                worst = frac if worst is None else min(worst, frac)
+            else:
+                worst = 0.0
+            rows.append([f"{int(r['functions']):,}", f"{total:,}", f"{named:,}",
+                         "–" if frac is None else f"{100 * frac:.1f}%",
+                         r["rundown_records"], fmt(num(r["rundown_ms"]), 0, " ms"), r["status"]])
+        md.append(table(["live functions", "JIT samples", "named", "named %", "rundown records",
+                         "rundown complete after", "status"], rows))
+        if worst is None:
+            self.targets.append((name, "no samples", "MISS"))
+        else:
+            self.targets.append((name, f"at least {100 * worst:.1f}% at every size",
+                                 "PASS" if worst >= 0.99 else "MISS"))
+        return "\n".join(md)
+
     # ---- the document ----
     def markdown(self):
         sections = [self.section_mapcost(), self.section_announce(), self.section_e2e(),
-                    self.section_slowdown(), self.section_report()]
+                    self.section_slowdown(), self.section_report(), self.section_attach()]
         i = self.info
         head = ["# mmap3 benchmarks", ""]
         if i.get("quick") == "1":
@@ -504,7 +541,8 @@ class Results:
                            f"announce: {i.get('ann_rounds', '?')} rounds x {i.get('ann_funcs', '?')}; "
                            f"end to end: {i.get('e2e_sizes', '?').replace(' ', ', ')} functions; "
                            f"slowdown: {i.get('sd_rounds', '?')} x {i.get('sd_funcs', '?')} functions; "
-                           f"report: {i.get('rt_iters', '?')} mmaps, {i.get('rt_runs', '?')} runs"],
+                           f"report: {i.get('rt_iters', '?')} mmaps, {i.get('rt_runs', '?')} runs; "
+                           f"attach: {i.get('att_sizes', '?').replace(' ', ', ')} functions"],
             ]),
             "",
             "## Targets",

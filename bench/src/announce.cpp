@@ -6,19 +6,19 @@
 //
 // Modes (run interleaved, R rounds; each round of each mode gets fresh code):
 //   code-region-rec   PERFJIT_MODE_CODE_REGION while this process records
-//                     itself with a dummy event with perf_event_attr::mmap3
-//                     (the ioctl returns 1, side files are written into a
+//                     itself with a dummy event with mmap3 and code_regions
+//                     (the prctl returns 1, side files are written into a
 //                     temporary PERF_BUILDID_DIR); the ring buffer is
 //                     drained between timed batches
 //   code-region-rec-many  the same, announced 64 at a time with
 //                     perfjit_load_many(): one side file per 64 functions
-//   code-region-idle  PERFJIT_MODE_CODE_REGION, nobody records (ioctl 0)
+//   code-region-idle  PERFJIT_MODE_CODE_REGION, nobody records (prctl 0)
 //   perf-map          PERFJIT_MODE_PERF_MAP: /tmp/perf-PID.map lines
 //   jitdump           PERFJIT_MODE_JITDUMP into a temporary directory
 // The workload: N functions of 16 bytes in one RWX mapping, each with its own
 // code bytes (mov eax, imm32; ret; int3 padding), named bench_fn_<i>.
 // Loading each function is timed (ns/announce), then perfjit_unload of each.
-// Modes this kernel lacks (code regions on a kernel without the ioctl) are
+// Modes this kernel lacks (code regions on a kernel without the prctl) are
 // reported on stderr and skipped.
 //
 // CSV: round,mode,functions,load_ns,unload_ns,records,lost,side_files
