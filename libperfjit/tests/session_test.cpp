@@ -645,6 +645,35 @@ TEST_F(CodeRegion, RundownForALateRecorder)
 	EXPECT_TRUE(eventually([&] { return second.code_regions().size() >= 2; }));
 }
 
+// A recorder stops, the runtime loads more while nobody records, and
+// another recorder starts: it gets all the live code, old and new.
+TEST_F(CodeRegion, RecorderStopsAndAnotherStarts)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+
+	ASSERT_FALSE(s.load("jit_first", page.at(0), 16));
+	{
+		Recorder first;
+		ASSERT_TRUE(first.ok());
+		ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(0)); }));
+	}
+	ASSERT_FALSE(s.load("jit_between", page.at(64), 16));
+	EXPECT_FALSE(stored(s.get(), page.at(64)));
+
+	Recorder second;
+	ASSERT_TRUE(second.ok());
+	ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(64)); }));
+	std::set<uint64_t> addrs;
+	ASSERT_TRUE(eventually([&] {
+		for (const Seen &r : second.code_regions())
+			addrs.insert(r.addr);
+		return addrs.size() == 2;
+	}));
+	EXPECT_EQ(addrs, (std::set<uint64_t>{reinterpret_cast<uint64_t>(page.at(0)),
+					     reinterpret_cast<uint64_t>(page.at(64))}));
+}
+
 // Without the library's thread the runtime polls the descriptor and runs
 // the rundown itself, at a point of its choosing.
 TEST_F(CodeRegion, RundownByTheRuntime)
