@@ -50,6 +50,8 @@ enum perfjit_mode {
  * perfjit_options::flags. PERFJIT_OPEN_NO_THREAD: the library starts no
  * thread of its own for rundowns; the runtime polls perfjit_rundown_fd()
  * and calls perfjit_rundown() when it is readable (at a safepoint, say).
+ * The code-region sessions of a process all have it or all lack it (the
+ * kernel signals one descriptor per process): -EINVAL otherwise.
  */
 #define PERFJIT_OPEN_NO_THREAD 0x1u
 

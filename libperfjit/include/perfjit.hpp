@@ -69,6 +69,10 @@ public:
 	{
 		return make_error(perfjit_move(session_.get(), from, to));
 	}
+	// Announce all live code again for a late recorder: see perfjit_rundown().
+	std::error_code rundown() noexcept { return make_error(perfjit_rundown(session_.get())); }
+	// Readable when a recorder appeared (PERFJIT_OPEN_NO_THREAD), or -errno.
+	int rundown_fd() const noexcept { return perfjit_rundown_fd(session_.get()); }
 	perfjit_session *get() const noexcept { return session_.get(); }
 
 private:

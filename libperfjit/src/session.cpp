@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <linux/perf_event.h>
@@ -18,7 +19,6 @@
 #include <string>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -63,6 +63,18 @@ std::string choose_dir(const char *option, const char *env, const char *home_sub
 	return home_dir(home_sub);
 }
 
+// The name of a region that covers @count functions, the first named @first:
+// short enough for the kernel.
+std::string run_name(const std::string &first, size_t count)
+{
+	if (count == 1)
+		return first;
+	const std::string more = " and " + std::to_string(count - 1) + " more";
+	const size_t room = uapi::PERF_CODE_REGION_NAME_MAX - 1 - more.size();
+
+	return first.substr(0, room) + more;
+}
+
 // The code of one or more functions announced together, which share a side
 // file: one file to write, and for perf to open, per batch.
 struct SideFile {
@@ -101,7 +113,7 @@ struct perfjit_session {
 			  const SideFile &file, uint32_t flags);
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
-	int rundown_from(uint64_t &addr, int &expected);
+	int rundown_from(uint64_t &addr);
 	int rundown();
 	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
 			  size_t i) const;
@@ -128,7 +140,15 @@ bool has_code_region_prctl()
 
 // The process's registration for "a recorder started watching": one eventfd
 // per process (the kernel keeps one), shared by its code-region sessions,
-// and a thread that runs their rundowns when it becomes readable.
+// and a thread that runs their rundowns when it becomes readable. A process
+// either has the thread or not: its sessions are all opened with
+// PERFJIT_OPEN_NO_THREAD, or none is, so that one consumer drains the
+// eventfd.
+//
+// Locks: lock_, then a session's lock. The thread holds lock_ only to pick
+// the sessions and to say which one it runs down (current_); it runs the
+// rundown without lock_, so that open, close and fork() do not wait for
+// it, and detach() waits until the thread is done with the session.
 class Notifier
 {
 public:
@@ -146,39 +166,72 @@ public:
 		std::lock_guard<std::mutex> guard(lock_);
 		return event_ ? event_.get() : -ENODEV;
 	}
-	void drain()
+	// Clears the eventfd, unless the thread consumes it.
+	void drain_for_runtime()
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+
+		if (!worker_)
+			drain_locked();
+	}
+	// In a child after fork(): its own eventfd and thread, never the parent's.
+	int check_fork();
+
+private:
+	// One thread's own state: it outlives a replacement of the thread.
+	struct Worker {
+		UniqueFd stop;
+		std::atomic<bool> quit{false};
+		pthread_t thread{};
+	};
+
+	Notifier() { pthread_atfork(prepare, parent, child); }
+	// fork() waits for the library's locks, so that the child has them
+	// free: lock_ and every session's lock, in that order.
+	static void prepare()
+	{
+		Notifier &n = get();
+
+		n.lock_.lock();
+		for (perfjit_session *s : n.sessions_)
+			s->lock.lock();
+	}
+	static void parent()
+	{
+		Notifier &n = get();
+
+		for (perfjit_session *s : n.sessions_)
+			s->lock.unlock();
+		n.lock_.unlock();
+	}
+	static void child()
+	{
+		Notifier &n = get();
+
+		for (perfjit_session *s : n.sessions_)
+			s->lock.unlock();
+		// The thread did not come along: forget it, never join it.
+		n.worker_.reset();
+		n.forked_.store(true, std::memory_order_relaxed);
+		n.lock_.unlock();
+	}
+	void drain_locked()
 	{
 		uint64_t n;
 
 		if (event_)
 			(void)!read(event_.get(), &n, sizeof(n));
 	}
-	// In a child after fork(): its own eventfd and thread, never the parent's.
-	void check_fork();
-
-private:
-	Notifier() { pthread_atfork(prepare, parent, child); }
-	static void prepare() { get().lock_.lock(); }
-	static void parent() { get().lock_.unlock(); }
-	static void child()
-	{
-		Notifier &n = get();
-
-		// The thread did not come along: forget it, never join it.
-		n.thread_running_ = false;
-		n.forked_.store(true, std::memory_order_relaxed);
-		n.lock_.unlock();
-	}
 	int start_locked();
-	void stop();
-	void run();
+	void run(const std::shared_ptr<Worker> &w) noexcept;
 
 	std::mutex lock_;
+	std::condition_variable idle_;
 	std::set<perfjit_session *> sessions_;
-	size_t threaded_ = 0; // sessions that want the thread
-	UniqueFd event_, stop_;
-	pthread_t thread_{};
-	bool thread_running_ = false;
+	perfjit_session *current_ = nullptr; // run down by the thread now
+	int threaded_ = -1;		     // whether the sessions want the thread; -1: no session
+	UniqueFd event_;
+	std::shared_ptr<Worker> worker_;
 	std::atomic<bool> forked_{false};
 };
 
@@ -194,22 +247,32 @@ int Notifier::start_locked()
 			return -errno;
 		event_ = std::move(efd);
 	}
-	if (threaded_ && !thread_running_) {
-		UniqueFd sfd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (threaded_ == 1 && !worker_) {
+		auto w = std::make_shared<Worker>();
 
-		if (!sfd)
+		w->stop.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		if (!w->stop)
 			return -errno;
-		stop_ = std::move(sfd);
+		// The thread owns a reference to its state until it returns.
+		auto arg = std::make_unique<std::shared_ptr<Worker>>(w);
+		// The runtime's signals go to the runtime's threads, not to this one.
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
 		const int err = pthread_create(
-			&thread_, nullptr,
-			[](void *) -> void * {
-				Notifier::get().run();
+			&w->thread, nullptr,
+			[](void *p) -> void * {
+				std::unique_ptr<std::shared_ptr<Worker>> own(
+					static_cast<std::shared_ptr<Worker> *>(p));
+				Notifier::get().run(*own);
 				return nullptr;
 			},
-			nullptr);
+			arg.get());
+		pthread_sigmask(SIG_SETMASK, &old, nullptr);
 		if (err)
 			return -err;
-		thread_running_ = true;
+		arg.release(); // the thread's now
+		worker_ = std::move(w);
 	}
 	return 0;
 }
@@ -218,91 +281,119 @@ int Notifier::attach(perfjit_session *s, bool thread)
 {
 	std::lock_guard<std::mutex> guard(lock_);
 
+	if (threaded_ >= 0 && threaded_ != static_cast<int>(thread))
+		return -EINVAL;
 	sessions_.insert(s);
-	threaded_ += thread;
+	threaded_ = thread;
 	const int err = start_locked();
 	if (err) {
 		sessions_.erase(s);
-		threaded_ -= thread;
+		if (sessions_.empty())
+			threaded_ = -1;
 	}
 	return err;
 }
 
 void Notifier::detach(perfjit_session *s)
 {
-	bool join = false;
-	pthread_t thread{};
+	std::shared_ptr<Worker> stopped;
 	{
-		std::lock_guard<std::mutex> guard(lock_);
+		std::unique_lock<std::mutex> guard(lock_);
 
 		if (!sessions_.erase(s))
 			return;
-		threaded_ -= s->own_thread;
-		if (!threaded_ && thread_running_) {
-			uint64_t one = 1;
-
-			(void)!write(stop_.get(), &one, sizeof(one));
-			thread = thread_;
-			thread_running_ = false;
-			join = true;
-		}
-		if (sessions_.empty()) {
-			prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY, -1L, 0UL,
-			      0UL);
-			event_.reset();
-		}
+		// The thread may be running this session down: wait for it.
+		idle_.wait(guard, [&] { return current_ != s; });
+		if (!sessions_.empty())
+			return;
+		threaded_ = -1;
+		prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY, -1L, 0UL, 0UL);
+		event_.reset();
+		stopped = std::move(worker_);
 	}
-	if (join && !pthread_equal(thread, pthread_self()))
-		pthread_join(thread, nullptr);
-	else if (join)
-		pthread_detach(thread);
+	if (stopped) {
+		uint64_t one = 1;
+
+		stopped->quit = true;
+		(void)!write(stopped->stop.get(), &one, sizeof(one));
+		if (pthread_equal(stopped->thread, pthread_self()))
+			pthread_detach(stopped->thread);
+		else
+			pthread_join(stopped->thread, nullptr);
+	}
 }
 
-void Notifier::check_fork()
+int Notifier::check_fork()
 {
 	// Cheap: every call of the API comes here, also during a rundown.
 	if (!forked_.load(std::memory_order_relaxed))
-		return;
+		return 0;
 	std::lock_guard<std::mutex> guard(lock_);
-	if (!forked_.exchange(false))
-		return;
+	if (!forked_.load())
+		return 0;
 	// The eventfd is the parent's, and so is the kernel's registration of
-	// it: the child registers one of its own.
+	// it: the child registers one of its own. Until that works, it tries
+	// again on the next call.
 	event_.reset();
-	stop_.reset();
-	if (!sessions_.empty())
-		start_locked();
+	const int err = sessions_.empty() ? 0 : start_locked();
+	if (!err)
+		forked_.store(false);
+	return err;
 }
 
-void Notifier::run()
+void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 {
-	for (;;) {
-		struct pollfd fds[2] = {};
-		{
-			std::lock_guard<std::mutex> guard(lock_);
+	try {
+		while (!w->quit) {
+			struct pollfd fds[2] = {};
+			{
+				std::lock_guard<std::mutex> guard(lock_);
 
-			if (!thread_running_ || !event_)
+				if (w->quit || !event_)
+					return;
+				fds[0] = {event_.get(), POLLIN, 0};
+				fds[1] = {w->stop.get(), POLLIN, 0};
+			}
+			if (poll(fds, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
 				return;
-			fds[0] = {event_.get(), POLLIN, 0};
-			fds[1] = {stop_.get(), POLLIN, 0};
-		}
-		if (poll(fds, 2, -1) < 0 && errno != EINTR)
-			return;
-		if (fds[1].revents)
-			return;
-		if (!(fds[0].revents & POLLIN))
-			continue;
+			}
+			if (fds[1].revents || w->quit)
+				return;
+			if (!(fds[0].revents & POLLIN))
+				continue;
 
-		std::lock_guard<std::mutex> guard(lock_);
-		drain();
-		for (perfjit_session *s : sessions_) {
-			try {
-				if (s->own_thread)
+			std::vector<perfjit_session *> todo;
+			{
+				std::lock_guard<std::mutex> guard(lock_);
+
+				if (w->quit)
+					return;
+				drain_locked();
+				todo.assign(sessions_.begin(), sessions_.end());
+			}
+			for (perfjit_session *s : todo) {
+				{
+					std::lock_guard<std::mutex> guard(lock_);
+
+					// Closed meanwhile: detach() erased it.
+					if (w->quit || !sessions_.count(s))
+						continue;
+					current_ = s;
+				}
+				try {
 					s->rundown();
-			} catch (...) {
-				// Out of memory, say: the next recorder tries again.
+				} catch (...) {
+					// Out of memory, say: the next recorder tries again.
+				}
+				std::lock_guard<std::mutex> guard(lock_);
+				current_ = nullptr;
+				idle_.notify_all();
 			}
 		}
+	} catch (...) {
+		// A lock failed: no more rundowns from this thread.
 	}
 }
 
@@ -415,7 +506,7 @@ int perfjit_session::store(SideFile &file)
 // or after @addr (a run of adjacent code that shares a side file as one
 // region) and stores its side file, then moves @addr past it. Returns how
 // many recorders took it, -ENOENT at the end.
-int perfjit_session::rundown_from(uint64_t &addr, int &expected)
+int perfjit_session::rundown_from(uint64_t &addr)
 {
 	auto first = regions.lower_bound(addr);
 
@@ -424,71 +515,65 @@ int perfjit_session::rundown_from(uint64_t &addr, int &expected)
 	auto last = first, next = first;
 	size_t count = 1;
 	for (++next; next != regions.end(); ++next, ++last, ++count) {
-		if (next->second.file != first->second.file ||
-		    !adjacent(last->second.image(), next->second.image()))
+		const CodeImage &a = last->second.image(), &b = next->second.image();
+
+		// Next to each other in the file, and where they were loaded
+		// still (perfjit_move() changes the address only).
+		if (next->second.file != first->second.file || !adjacent(a, b) ||
+		    next->first - last->first != b.addr - a.addr)
 			break;
 	}
 	const Region &r = first->second;
 	const uint64_t end = last->first + last->second.image().code.size();
-	const std::string name =
-		count > 1 ? r.image().name + " and " + std::to_string(count - 1) + " more"
-			  : r.image().name;
-	const int taken = announce_span(first->first, end - first->first, r.file->offsets[r.index],
-					name, *r.file, uapi::PERF_CODE_REGION_RUNDOWN);
+	int taken = announce_span(first->first, end - first->first, r.file->offsets[r.index],
+				  run_name(r.image().name, count), *r.file,
+				  uapi::PERF_CODE_REGION_RUNDOWN);
+	// Not one executable mapping, say: then each on its own.
+	for (auto it = first; taken == -EINVAL && count > 1; ++it) {
+		taken = announce_span(it->first, it->second.image().code.size(),
+				      it->second.file->offsets[it->second.index],
+				      it->second.image().name, *it->second.file,
+				      uapi::PERF_CODE_REGION_RUNDOWN);
+		if (it == last)
+			break;
+	}
 	const int err = taken > 0 ? store(*r.file) : 0;
 
-	if (taken < 0 || err || taken >= expected)
-		addr = last->first + 1;
-	if (taken < 0 || err)
-		return taken < 0 ? taken : err;
-	if (taken > expected)
-		expected = taken;
-	return taken;
+	addr = last->first + 1;
+	return taken < 0 || err ? (taken < 0 ? taken : err) : taken;
 }
 
 // Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, for a
 // recorder that started watching after it was loaded. The lock is taken
 // per region, not for the whole rundown: the runtime goes on loading and
 // unloading meanwhile, and each region is announced in order with those.
-// A recorder that took fewer records than the others had its buffer half
-// full (the kernel's bound on code-region records): the region is
-// announced again, after a pause, so that the recorder can drain.
+// How many recorders take a record depends on the CPU it is made on (a
+// recorder may watch per CPU), so a smaller count is no sign of a full
+// buffer; a recorder whose buffer is half full loses the record, and its
+// PERF_RECORD_LOST says so. When the first region finds no taker, nobody
+// records code regions of this process and the rundown ends.
 int perfjit_session::rundown()
 {
 	uint64_t addr = 0;
-	int expected = 0, retries = 0, err = 0;
+	bool first = true;
+	int err = 0;
 
 	for (;;) {
-		int taken;
-		{
-			std::lock_guard<std::mutex> guard(lock);
+		std::lock_guard<std::mutex> guard(lock);
 
-			if (mode != PERFJIT_MODE_CODE_REGION)
-				return 0;
-			const uint64_t before = addr;
-			taken = rundown_from(addr, expected);
-			if (taken == -ENOENT)
-				return err;
-			if (taken < 0) {
-				// This run only: the rest is announced still.
-				err = taken;
-				continue;
-			}
-			// Nobody records code regions of this process.
-			if (!expected)
-				return err;
-			if (addr != before) {
-				retries = 0;
-				continue;
-			}
-		}
-		if (++retries > 50) {
-			// A recorder went away, or stays full: go on without it.
-			expected = taken;
-			retries = 0;
+		if (mode != PERFJIT_MODE_CODE_REGION)
+			return 0;
+		const int taken = rundown_from(addr);
+		if (taken == -ENOENT)
+			return err;
+		if (taken < 0) {
+			// This run only: the rest is announced still.
+			err = taken;
 			continue;
 		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(std::min(retries, 20)));
+		if (first && !taken)
+			return err;
+		first = false;
 	}
 }
 
@@ -504,8 +589,7 @@ int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 
 	if (count > 1) {
 		const Region &last = batch[first + count - 1];
-		const std::string name =
-			r.image().name + " and " + std::to_string(count - 1) + " more";
+		const std::string name = run_name(r.image().name, count);
 
 		taken = announce_span(addrs[first],
 				      addrs[first + count - 1] + last.image().code.size() -
@@ -693,7 +777,10 @@ int locked(perfjit_session *s, Fn &&fn)
 	if (!s)
 		return -EINVAL;
 	try {
-		Notifier::get().check_fork();
+		const int nerr = Notifier::get().check_fork();
+
+		if (nerr)
+			return nerr;
 		std::lock_guard<std::mutex> guard(s->lock);
 		int err = s->check_fork();
 
@@ -765,9 +852,19 @@ int perfjit_rundown(perfjit_session *session)
 	if (!session)
 		return -EINVAL;
 	try {
-		Notifier::get().check_fork();
+		int err = Notifier::get().check_fork();
+
+		if (err)
+			return err;
+		{
+			std::lock_guard<std::mutex> guard(session->lock);
+
+			err = session->check_fork();
+		}
+		if (err)
+			return err;
 		if (session->mode == PERFJIT_MODE_CODE_REGION)
-			Notifier::get().drain();
+			Notifier::get().drain_for_runtime();
 		return session->rundown();
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
@@ -782,14 +879,23 @@ int perfjit_rundown_fd(perfjit_session *session)
 		return -EINVAL;
 	if (session->mode != PERFJIT_MODE_CODE_REGION)
 		return -EOPNOTSUPP;
-	Notifier::get().check_fork();
-	return Notifier::get().fd();
+	try {
+		const int err = Notifier::get().check_fork();
+
+		return err ? err : Notifier::get().fd();
+	} catch (...) {
+		return -EIO;
+	}
 }
 
 void perfjit_close(perfjit_session *session)
 {
-	if (session && session->mode == PERFJIT_MODE_CODE_REGION)
-		Notifier::get().detach(session);
+	try {
+		if (session && session->mode == PERFJIT_MODE_CODE_REGION)
+			Notifier::get().detach(session);
+	} catch (...) {
+		// A lock failed: the session is freed all the same.
+	}
 	// The destructor finishes the jitdump file.
 	std::unique_ptr<perfjit_session> owned(session);
 }

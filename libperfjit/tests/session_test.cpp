@@ -674,6 +674,45 @@ TEST_F(CodeRegion, RecorderStopsAndAnotherStarts)
 					     reinterpret_cast<uint64_t>(page.at(64))}));
 }
 
+// Code loaded together and announced as one region is run down as two
+// once one of them moved away.
+TEST_F(CodeRegion, RundownAfterMove)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+	const perfjit_code a = code_at(page.at(0), "jit_stays", 16);
+	const perfjit_code b = code_at(page.at(16), "jit_moves", 16);
+
+	ASSERT_FALSE(s.load({&a, &b}));
+	ASSERT_FALSE(s.move(page.at(16), page.at(64)));
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok());
+	std::map<uint64_t, uint64_t> lens;
+	ASSERT_TRUE(eventually([&] {
+		for (const Seen &r : recorder.code_regions())
+			lens[r.addr] = r.len;
+		return lens.size() >= 2;
+	}));
+	EXPECT_EQ(lens,
+		  (std::map<uint64_t, uint64_t>{{reinterpret_cast<uint64_t>(page.at(0)), 16},
+						{reinterpret_cast<uint64_t>(page.at(64)), 16}}));
+}
+
+// One descriptor per process: its sessions all run down from the library's
+// thread, or all from the runtime.
+TEST_F(CodeRegion, ThreadModesDoNotMix)
+{
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+	perfjit_session *other = nullptr;
+
+	o.flags = PERFJIT_OPEN_NO_THREAD;
+	EXPECT_EQ(perfjit_open(&o, &other), -EINVAL);
+	o.flags = 0;
+	ASSERT_EQ(perfjit_open(&o, &other), 0);
+	EXPECT_EQ(perfjit_rundown_fd(other), perfjit_rundown_fd(session_->get()));
+	perfjit_close(other);
+}
+
 // Without the library's thread the runtime polls the descriptor and runs
 // the rundown itself, at a point of its choosing.
 TEST_F(CodeRegion, RundownByTheRuntime)
@@ -684,7 +723,7 @@ TEST_F(CodeRegion, RundownByTheRuntime)
 	ExecPage page;
 
 	ASSERT_FALSE(s.load("jit_polled", page.at(0), 16));
-	const int fd = perfjit_rundown_fd(s.get());
+	const int fd = s.rundown_fd();
 	ASSERT_GE(fd, 0);
 	EXPECT_EQ(perfjit_rundown(s.get()), 0);
 	struct pollfd pfd = {fd, POLLIN, 0};
@@ -696,7 +735,7 @@ TEST_F(CodeRegion, RundownByTheRuntime)
 	// Nobody but the runtime runs the rundown.
 	std::this_thread::sleep_for(std::chrono::milliseconds(100));
 	EXPECT_FALSE(stored(s.get(), page.at(0)));
-	EXPECT_EQ(perfjit_rundown(s.get()), 0);
+	EXPECT_FALSE(s.rundown());
 	EXPECT_TRUE(stored(s.get(), page.at(0)));
 	EXPECT_EQ(poll(&pfd, 1, 0), 0);
 	ASSERT_EQ(recorder.code_regions().size(), 1u);
