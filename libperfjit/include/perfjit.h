@@ -87,7 +87,12 @@ struct perfjit_code {
 	/*
 	 * Optional unwind table: .eh_frame contents (a CIE and its FDEs,
 	 * pc-relative) as if placed at the first 8-byte aligned address
-	 * after the code, as jitdump's unwinding records are.
+	 * after the code, as jitdump's unwinding records are. perf unwinds
+	 * through the code with it (--call-graph dwarf); the library adds
+	 * the .eh_frame_hdr. With the jitdump fallback, perf inject --jit
+	 * maps the table and a header of 12 + 8 * FDEs bytes after the code
+	 * as if they were there: keep that memory free of other code (for
+	 * example, put the table there).
 	 */
 	const void *eh_frame;
 	size_t eh_frame_len;

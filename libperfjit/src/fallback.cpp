@@ -51,6 +51,7 @@ enum : uint32_t {
 	JIT_CODE_MOVE = 1,
 	JIT_CODE_DEBUG_INFO = 2,
 	JIT_CODE_CLOSE = 3,
+	JIT_CODE_UNWINDING_INFO = 4,
 };
 
 struct JitHeader {
@@ -95,6 +96,14 @@ struct JitCodeDebugInfo {
 	JitRecordHeader p;
 	uint64_t code_addr;
 	uint64_t nr_entry;
+};
+
+// Followed by the unwinding data: .eh_frame, then .eh_frame_hdr, padded to 8.
+struct JitCodeUnwindingInfo {
+	JitRecordHeader p;
+	uint64_t unwinding_size;
+	uint64_t eh_frame_hdr_size;
+	uint64_t mapped_size;
 };
 
 uint32_t gettid32()
@@ -193,10 +202,43 @@ int Jitdump::write_debug_info(uint64_t addr, const CodeImage &image)
 	return write_record(&rec, sizeof(rec), entries.data(), entries.size());
 }
 
+// perf inject --jit places the .eh_frame at the first 8-byte aligned
+// address after the code, as libperfjit's side files do, and the header
+// right after it; the header is made for that place. Applies to the next
+// code load. A table it cannot index goes without, as in a side file.
+int Jitdump::write_unwinding_info(const CodeImage &image)
+{
+	const uint64_t eh_addr = (image.code.size() + 7) & ~uint64_t{7};
+	const uint64_t hdr_addr = eh_addr + image.eh_frame.size();
+	const std::vector<uint8_t> hdr = make_eh_frame_hdr(image.eh_frame, eh_addr, hdr_addr);
+
+	if (hdr.empty())
+		return 0;
+	std::vector<uint8_t> data(image.eh_frame);
+	data.insert(data.end(), hdr.begin(), hdr.end());
+	const size_t unwinding_size = data.size();
+	data.resize((data.size() + 7) & ~size_t{7}, 0);
+
+	JitCodeUnwindingInfo rec{};
+	rec.p.id = JIT_CODE_UNWINDING_INFO;
+	rec.p.total_size = sizeof(rec) + data.size();
+	rec.p.timestamp = monotonic_ns();
+	rec.unwinding_size = unwinding_size;
+	rec.eh_frame_hdr_size = hdr.size();
+	rec.mapped_size = unwinding_size;
+	return write_record(&rec, sizeof(rec), data.data(), data.size());
+}
+
 int Jitdump::load(uint64_t addr, const CodeImage &image, uint64_t &index)
 {
 	if (!fd_)
 		return -EBADF;
+	if (!image.eh_frame.empty()) {
+		int err = write_unwinding_info(image);
+
+		if (err)
+			return err;
+	}
 	if (!image.lines.empty()) {
 		int err = write_debug_info(addr, image);
 

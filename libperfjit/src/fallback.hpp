@@ -55,6 +55,7 @@ private:
 	int write_record(const void *rec, size_t len, const void *tail = nullptr,
 			 size_t tail_len = 0);
 	int write_debug_info(uint64_t addr, const CodeImage &image);
+	int write_unwinding_info(const CodeImage &image);
 
 	UniqueFd fd_;
 	void *marker_ = nullptr;

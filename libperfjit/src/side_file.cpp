@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "side_file.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -267,6 +268,7 @@ private:
 struct FdeAddress {
 	size_t at;
 	uint8_t encoding;
+	size_t fde; // where the FDE starts (its length field)
 };
 
 // Finds the initial location of every FDE in @eh, up to its zero terminator
@@ -328,7 +330,7 @@ bool parse_eh_frame(const std::vector<uint8_t> &eh, std::vector<FdeAddress> &fde
 			     width != 4) ||
 			    (application != 0 && application != kPePcrel) || next - e.pos() < width)
 				return false;
-			fdes.push_back({e.pos(), cie->second});
+			fdes.push_back({e.pos(), cie->second, pos});
 		}
 		pos = next;
 	}
@@ -455,12 +457,21 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 			append_line_info(dwarf, pack[i], offsets[i]);
 	}
 
+	// The header with its search table, which libunwind needs to find an
+	// FDE (and libdw uses if present); a table it cannot index is left
+	// without one, as before.
+	const uint64_t hdr_addr = align_up(eh_addr + eh_frame.size(), 4);
+	const std::vector<uint8_t> eh_frame_hdr = make_eh_frame_hdr(eh_frame, eh_addr, hdr_addr);
+
 	std::vector<Section> sections;
 	sections.push_back({".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, 16, text.data(),
 			    text.size(), kTextOffset});
 	if (!eh_frame.empty())
 		sections.push_back({".eh_frame", SHT_PROGBITS, SHF_ALLOC, 8, eh_frame.data(),
 				    eh_frame.size(), eh_addr});
+	if (!eh_frame_hdr.empty())
+		sections.push_back({".eh_frame_hdr", SHT_PROGBITS, SHF_ALLOC, 4,
+				    eh_frame_hdr.data(), eh_frame_hdr.size(), hdr_addr});
 	sections.push_back({".note.gnu.build-id", SHT_NOTE, SHF_ALLOC, 4, &note, sizeof(note)});
 	const size_t symtab_at = sections.size();
 	sections.push_back(
@@ -503,7 +514,14 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 		s.index = i + 1;
 		off += s.size;
 	}
+	// The program headers follow the ELF header, unless two of them would
+	// not fit before the code: then they follow the section headers (libelf
+	// fills what lies between the sections' data and the section headers).
+	const size_t nr_phdrs = eh_frame_hdr.empty() ? 1 : 2;
 	const uint64_t shoff = align_up(off, 8);
+	uint64_t phoff = sizeof(Elf64_Ehdr);
+	if (phoff + nr_phdrs * sizeof(Elf64_Phdr) > kTextOffset)
+		phoff = shoff + (sections.size() + 1) * sizeof(Elf64_Shdr);
 
 	Elf64_Ehdr *ehdr = elf64_newehdr(elf.get());
 	if (!ehdr)
@@ -513,11 +531,11 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 	ehdr->e_machine = EM_X86_64;
 	ehdr->e_version = EV_CURRENT;
 	ehdr->e_entry = kTextOffset;
-	ehdr->e_phoff = sizeof(Elf64_Ehdr);
+	ehdr->e_phoff = phoff;
 	ehdr->e_shoff = shoff;
 	ehdr->e_shstrndx = sections.back().index;
 
-	Elf64_Phdr *phdr = elf64_newphdr(elf.get(), 1);
+	Elf64_Phdr *phdr = elf64_newphdr(elf.get(), nr_phdrs);
 	if (!phdr)
 		return -EIO;
 	phdr->p_type = PT_LOAD;
@@ -525,9 +543,20 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 	phdr->p_vaddr = kTextOffset;
 	phdr->p_paddr = kTextOffset;
 	phdr->p_filesz = eh_frame.empty() ? text.size() : eh_addr + eh_frame.size() - kTextOffset;
+	if (!eh_frame_hdr.empty())
+		phdr->p_filesz = hdr_addr + eh_frame_hdr.size() - kTextOffset;
 	phdr->p_memsz = phdr->p_filesz;
 	phdr->p_flags = PF_R | PF_X;
 	phdr->p_align = 16;
+	if (!eh_frame_hdr.empty()) {
+		Elf64_Phdr &eh = phdr[1];
+
+		eh.p_type = PT_GNU_EH_FRAME;
+		eh.p_offset = eh.p_vaddr = eh.p_paddr = hdr_addr;
+		eh.p_filesz = eh.p_memsz = eh_frame_hdr.size();
+		eh.p_flags = PF_R;
+		eh.p_align = 4;
+	}
 	for (const auto &s : sections) {
 		Elf_Scn *scn = elf_newscn(elf.get());
 		if (!scn)
@@ -562,6 +591,64 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 }
 
 } // namespace
+
+std::vector<uint8_t> make_eh_frame_hdr(const std::vector<uint8_t> &eh_frame, uint64_t eh_addr,
+				       uint64_t hdr_addr)
+{
+	enum : uint8_t {
+		kPeDatarel = 0x30,
+	};
+	std::vector<FdeAddress> fdes;
+	std::vector<std::pair<int32_t, int32_t>> table;
+	size_t len;
+
+	if (eh_frame.empty() || !parse_eh_frame(eh_frame, fdes, len))
+		return {};
+	const auto rel = [hdr_addr](uint64_t addr, int32_t &out) {
+		const int64_t d = static_cast<int64_t>(addr - hdr_addr);
+
+		out = static_cast<int32_t>(d);
+		return d == out;
+	};
+	for (const auto &f : fdes) {
+		const uint8_t *p = &eh_frame[f.at];
+		uint64_t loc;
+
+		if ((f.encoding & 0x0f) == kPeUdata4 || (f.encoding & 0x0f) == kPeSdata4) {
+			int32_t v;
+			memcpy(&v, p, sizeof(v));
+			loc = (f.encoding & 0x0f) == kPeSdata4 ? static_cast<uint64_t>(int64_t{v})
+							       : static_cast<uint32_t>(v);
+		} else {
+			memcpy(&loc, p, sizeof(loc));
+		}
+		if (f.encoding & kPePcrel)
+			loc += eh_addr + f.at;
+		std::pair<int32_t, int32_t> row;
+		if (!rel(loc, row.first) || !rel(eh_addr + f.fde, row.second))
+			return {};
+		table.push_back(row);
+	}
+	std::sort(table.begin(), table.end());
+
+	std::vector<uint8_t> hdr;
+	const auto put = [&hdr](const void *v, size_t n) {
+		hdr.insert(hdr.end(), static_cast<const uint8_t *>(v),
+			   static_cast<const uint8_t *>(v) + n);
+	};
+	int32_t eh_ptr;
+	if (!rel(eh_addr - 4, eh_ptr)) // pc-relative to the field, 4 bytes in
+		return {};
+	const uint32_t count = table.size();
+	hdr = {1, kPePcrel | kPeSdata4, kPeUdata4, kPeDatarel | kPeSdata4};
+	put(&eh_ptr, sizeof(eh_ptr));
+	put(&count, sizeof(count));
+	for (const auto &row : table) {
+		put(&row.first, sizeof(row.first));
+		put(&row.second, sizeof(row.second));
+	}
+	return hdr;
+}
 
 bool eh_frame_relocatable(const CodeImage &image)
 {

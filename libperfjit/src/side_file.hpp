@@ -69,6 +69,13 @@ BuildId build_id_of(const Pack &pack);
 // routine or LSDA. Functions whose table cannot move get a file each.
 bool eh_frame_relocatable(const CodeImage &image);
 
+// The .eh_frame_hdr (version 1, with its sorted search table) of @eh_frame
+// placed at address @eh_addr, for the header placed at @hdr_addr: what
+// libunwind and libdw look up FDEs with. Empty if the table cannot be read
+// or an address does not fit the header's 32-bit encoding.
+std::vector<uint8_t> make_eh_frame_hdr(const std::vector<uint8_t> &eh_frame, uint64_t eh_addr,
+				       uint64_t hdr_addr);
+
 std::string build_id_hex(const BuildId &id);
 
 // <dir>/.build-id/xx/yyy...

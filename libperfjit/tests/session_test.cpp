@@ -246,6 +246,73 @@ TEST(Session, JitdumpRecords)
 	EXPECT_EQ(id, 3u);
 }
 
+// An unwind table goes into an unwinding record before the load: the
+// .eh_frame, then the header perf inject --jit needs, made for the table
+// at the first 8-byte aligned address after the code and the header
+// right after it.
+TEST(Session, JitdumpUnwindingRecordBeforeTheLoad)
+{
+	// CIE: "zR", pcrel sdata4, CFA = rsp + 8, r16 at CFA - 8; one FDE for
+	// 6 bytes of code at the table's address - 8 (the code rounded up).
+	std::vector<uint8_t> eh = {0x14, 0,    0,    0, 0,    0,    0, 0, 1,	'z', 'R', 0,
+				   1,	 0x78, 0x10, 1, 0x1b, 0x0c, 7, 8, 0x90, 1,   0,	  0};
+	const int32_t pc_begin = -(8 + 24 + 8);
+	const uint32_t fde[] = {16, 28, static_cast<uint32_t>(pc_begin), 6, 0};
+	const auto *fb = reinterpret_cast<const uint8_t *>(fde);
+	eh.insert(eh.end(), fb, fb + sizeof(fde));
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, dir.path());
+	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
+	{
+		perfjit::Session s(&o);
+		perfjit_code c{};
+		c.size = sizeof(c);
+		c.name = "jit_unwound";
+		c.addr = kCode;
+		c.len = 6;
+		c.eh_frame = eh.data();
+		c.eh_frame_len = eh.size();
+
+		ASSERT_TRUE(s.ok()) << s.error().message();
+		ASSERT_EQ(perfjit_load(s.get(), &c), 0);
+	}
+	const auto bytes = read_file(path);
+	uint32_t total, id, size;
+	memcpy(&total, &bytes[8], 4);
+	ASSERT_GE(bytes.size(), total + 40u);
+	memcpy(&id, &bytes[total], 4);
+	memcpy(&size, &bytes[total + 4], 4);
+	ASSERT_EQ(id, 4u); // JIT_CODE_UNWINDING_INFO
+	EXPECT_EQ(size % 8, 0u);
+	uint64_t unwinding_size, hdr_size, mapped_size;
+	memcpy(&unwinding_size, &bytes[total + 16], 8);
+	memcpy(&hdr_size, &bytes[total + 24], 8);
+	memcpy(&mapped_size, &bytes[total + 32], 8);
+	EXPECT_EQ(hdr_size, 20u);
+	EXPECT_EQ(unwinding_size, eh.size() + hdr_size);
+	EXPECT_EQ(mapped_size, unwinding_size);
+	ASSERT_GE(size, 40 + unwinding_size);
+	const uint8_t *data = &bytes[total + 40];
+	EXPECT_EQ(0, memcmp(data, eh.data(), eh.size()));
+	// The header: it finds the table, and the one FDE at code offset 0.
+	const uint8_t *hdr = data + eh.size();
+	const int64_t hdr_addr = 8 + eh.size(); // the code at 0
+	int32_t eh_ptr, loc, fde_at;
+	uint32_t count;
+	memcpy(&eh_ptr, hdr + 4, 4);
+	memcpy(&count, hdr + 8, 4);
+	memcpy(&loc, hdr + 12, 4);
+	memcpy(&fde_at, hdr + 16, 4);
+	EXPECT_EQ(hdr[0], 1);
+	EXPECT_EQ(hdr_addr + 4 + eh_ptr, 8);
+	EXPECT_EQ(count, 1u);
+	EXPECT_EQ(hdr_addr + loc, 0);
+	EXPECT_EQ(hdr_addr + fde_at, 8 + 24);
+	// Then the load record it applies to.
+	memcpy(&id, &bytes[total + size], 4);
+	EXPECT_EQ(id, 0u);
+}
+
 TEST(Session, JitdumpFullDiskLosesOnlyTheFailedRecord)
 {
 	TempDir dir;

@@ -318,6 +318,102 @@ TEST(Pack, EveryFunctionAtItsOffsetWithItsSymbolLinesAndUnwindTable)
 	}
 }
 
+// The .eh_frame_hdr's search table, as (initial location, FDE address).
+std::vector<std::pair<uint64_t, uint64_t>> eh_frame_hdr_table(const ElfFile &f, GElf_Shdr &hdr)
+{
+	std::vector<std::pair<uint64_t, uint64_t>> rows;
+	Elf_Scn *scn = f.section(".eh_frame_hdr", hdr);
+	Elf_Data *d = scn ? elf_getdata(scn, nullptr) : nullptr;
+
+	if (!d || d->d_size < 12)
+		return rows;
+	const auto *b = static_cast<const uint8_t *>(d->d_buf);
+	// Version 1; eh_frame_ptr pcrel sdata4; count udata4; table datarel sdata4.
+	if (b[0] != 1 || b[1] != 0x1b || b[2] != 0x03 || b[3] != 0x3b)
+		return rows;
+	uint32_t count;
+	memcpy(&count, b + 8, 4);
+	if (d->d_size != 12 + 8 * size_t{count})
+		return rows;
+	for (uint32_t i = 0; i < count; i++) {
+		int32_t loc, fde;
+		memcpy(&loc, b + 12 + 8 * i, 4);
+		memcpy(&fde, b + 16 + 8 * i, 4);
+		rows.emplace_back(hdr.sh_addr + loc, hdr.sh_addr + fde);
+	}
+	return rows;
+}
+
+TEST(Pack, EhFrameHdrIndexesEveryFunction)
+{
+	TempDir dir;
+	Pack pack = {make_image("jit_a"), make_image("jit_b", 0, {0x90, 0x90, 0xc3}),
+		     make_image("jit_c")};
+	for (auto &image : pack)
+		image.eh_frame = make_eh_frame(image.code.size());
+	const BuildId id = build_id_of(pack);
+	const std::vector<uint64_t> offsets = pack_layout(pack);
+
+	ASSERT_EQ(store_side_file(dir.path(), pack, id), 0);
+	ElfFile f(side_file_path(dir.path(), id));
+	ASSERT_TRUE(f.elf) << elf_errmsg(-1);
+	GElf_Shdr eh, hdr;
+	ASSERT_TRUE(f.section(".eh_frame", eh));
+	const auto rows = eh_frame_hdr_table(f, hdr);
+	ASSERT_EQ(rows.size(), pack.size());
+	EXPECT_EQ(hdr.sh_offset, hdr.sh_addr);
+	EXPECT_GE(hdr.sh_addr, eh.sh_addr + eh.sh_size);
+	for (size_t i = 0; i < pack.size(); i++) {
+		// Sorted by address; each row points at an FDE in .eh_frame
+		// whose pc-relative begin is the function's offset.
+		EXPECT_EQ(rows[i].first, offsets[i]) << pack[i].name;
+		ASSERT_GE(rows[i].second, eh.sh_addr);
+		ASSERT_LT(rows[i].second + 12, eh.sh_addr + eh.sh_size);
+		int32_t pc_begin;
+		ASSERT_EQ(pread(f.fd.get(), &pc_begin, 4, rows[i].second + 8), 4);
+		EXPECT_EQ(rows[i].second + 8 + pc_begin, offsets[i]) << pack[i].name;
+	}
+
+	// The segment that points at it, within the loaded one.
+	size_t nr;
+	ASSERT_EQ(elf_getphdrnum(f.elf, &nr), 0);
+	ASSERT_EQ(nr, 2u);
+	GElf_Phdr load, eh_seg;
+	ASSERT_TRUE(gelf_getphdr(f.elf, 0, &load));
+	ASSERT_TRUE(gelf_getphdr(f.elf, 1, &eh_seg));
+	EXPECT_EQ(load.p_type, PT_LOAD);
+	EXPECT_EQ(eh_seg.p_type, static_cast<Elf64_Word>(PT_GNU_EH_FRAME));
+	EXPECT_EQ(eh_seg.p_vaddr, hdr.sh_addr);
+	EXPECT_EQ(eh_seg.p_filesz, hdr.sh_size);
+	EXPECT_GE(load.p_vaddr + load.p_filesz, hdr.sh_addr + hdr.sh_size);
+	EXPECT_EQ(0, run_quiet("readelf -W -a " + side_file_path(dir.path(), id)));
+}
+
+TEST(SideFile, EhFrameHdrOnlyWithAnUnwindTable)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	const BuildId plain = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, plain), 0);
+	GElf_Shdr hdr;
+	size_t nr;
+	{
+		ElfFile f(side_file_path(dir.path(), plain));
+		EXPECT_FALSE(f.section(".eh_frame_hdr", hdr));
+		ASSERT_EQ(elf_getphdrnum(f.elf, &nr), 0);
+		EXPECT_EQ(nr, 1u);
+	}
+
+	image.eh_frame = make_eh_frame(sizeof(kCode));
+	const BuildId with = build_id_of(image);
+	ASSERT_EQ(store_side_file(dir.path(), image, with), 0);
+	ElfFile f(side_file_path(dir.path(), with));
+	const auto rows = eh_frame_hdr_table(f, hdr);
+	ASSERT_EQ(rows.size(), 1u);
+	EXPECT_EQ(rows[0].first, kTextOffset);
+}
+
 TEST(Pack, AdjacentCodeKeepsItsDistances)
 {
 	Pack pack = {make_image("jit_a"), make_image("jit_b"), make_image("jit_c"),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "codegen.h"
 
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -44,6 +45,137 @@ bool fits_imm32(uint64_t v)
 	return s >= INT32_MIN && s <= INT32_MAX;
 }
 
+// Where the canonical frame address moves: from @offset in the code on, CFA = rsp + @cfa.
+struct CfaRow {
+	uint32_t offset;
+	uint32_t cfa;
+};
+
+// An .eh_frame_hdr with the search table of one FDE takes 20 bytes.
+constexpr size_t kEhFrameHdrRoom = 24;
+
+// DWARF call frame instructions and encodings (DWARF 5, section 6.4.2; .eh_frame: the
+// LSB's Exception Frames).
+enum : uint8_t {
+	DW_CFA_nop = 0x00,
+	DW_CFA_advance_loc1 = 0x02,
+	DW_CFA_advance_loc2 = 0x03,
+	DW_CFA_advance_loc4 = 0x04,
+	DW_CFA_def_cfa = 0x0c,
+	DW_CFA_def_cfa_offset = 0x0e,
+	DW_CFA_advance_loc = 0x40,
+	DW_CFA_offset = 0x80,
+	DW_EH_PE_pcrel_sdata4 = 0x1b,
+	DW_REG_RSP = 7,
+	DW_REG_RA = 16,
+};
+
+class ByteWriter
+{
+public:
+	std::vector<uint8_t> bytes;
+
+	void u8(uint8_t v) { bytes.push_back(v); }
+	void u16(uint16_t v) { put(&v, sizeof(v)); }
+	void u32(uint32_t v) { put(&v, sizeof(v)); }
+	void uleb(uint64_t v)
+	{
+		do {
+			const uint8_t b = v & 0x7f;
+			v >>= 7;
+			u8(v ? b | 0x80 : b);
+		} while (v);
+	}
+	void sleb(int64_t v)
+	{
+		for (;;) {
+			const uint8_t b = v & 0x7f;
+			v >>= 7; // arithmetic
+			if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
+				u8(b);
+				return;
+			}
+			u8(b | 0x80);
+		}
+	}
+	// Starts an entry: its length, patched by end_entry().
+	size_t begin_entry()
+	{
+		const size_t at = bytes.size();
+		u32(0);
+		return at;
+	}
+	// Pads the entry to 8 bytes with DW_CFA_nop and writes its length.
+	void end_entry(size_t at)
+	{
+		while ((bytes.size() - at) % 8)
+			u8(DW_CFA_nop);
+		const uint32_t len = bytes.size() - at - 4;
+		memcpy(&bytes[at], &len, sizeof(len));
+	}
+
+private:
+	void put(const void *p, size_t n)
+	{
+		bytes.insert(bytes.end(), static_cast<const uint8_t *>(p),
+			     static_cast<const uint8_t *>(p) + n);
+	}
+};
+
+// The .eh_frame of a function of @code_len bytes whose CFA is rsp + 8 at entry (the return
+// address just pushed) and moves as @rows say; nothing else is saved. The FDE's address is
+// pc-relative to where the table sits: at the first 8-byte aligned address after the code.
+std::vector<uint8_t> make_eh_frame(size_t code_len, const std::vector<CfaRow> &rows)
+{
+	const int64_t table_at = (code_len + 7) & ~size_t{7};
+	ByteWriter w;
+
+	const size_t cie = w.begin_entry();
+	w.u32(0); // CIE id
+	w.u8(1);  // version
+	w.u8('z');
+	w.u8('R');
+	w.u8(0);
+	w.uleb(1);  // code alignment
+	w.sleb(-8); // data alignment
+	w.uleb(DW_REG_RA);
+	w.uleb(1); // augmentation data: the FDE pointer encoding
+	w.u8(DW_EH_PE_pcrel_sdata4);
+	w.u8(DW_CFA_def_cfa);
+	w.uleb(DW_REG_RSP);
+	w.uleb(8);
+	w.u8(DW_CFA_offset | DW_REG_RA);
+	w.uleb(1); // at CFA - 8
+	w.end_entry(cie);
+
+	const size_t fde = w.begin_entry();
+	w.u32(w.bytes.size() - cie); // back to the CIE
+	w.u32(static_cast<uint32_t>(-(table_at + static_cast<int64_t>(w.bytes.size()))));
+	w.u32(code_len);
+	w.uleb(0); // no augmentation data
+	uint32_t loc = 0;
+	for (const CfaRow &row : rows) {
+		const uint32_t delta = row.offset - loc;
+		if (delta < 0x40) {
+			w.u8(DW_CFA_advance_loc | delta);
+		} else if (delta <= UINT8_MAX) {
+			w.u8(DW_CFA_advance_loc1);
+			w.u8(delta);
+		} else if (delta <= UINT16_MAX) {
+			w.u8(DW_CFA_advance_loc2);
+			w.u16(delta);
+		} else {
+			w.u8(DW_CFA_advance_loc4);
+			w.u32(delta);
+		}
+		w.u8(DW_CFA_def_cfa_offset);
+		w.uleb(row.cfa);
+		loc = row.offset;
+	}
+	w.end_entry(fde);
+	return std::move(w.bytes);
+}
+
 bool is_commutative(Op op)
 {
 	return op == Op::add || op == Op::mul || op == Op::bit_and || op == Op::bit_or ||
@@ -54,10 +186,14 @@ bool is_commutative(Op op)
 class Emitter
 {
 public:
-	Emitter(Assembler &a, std::vector<perfjit_line> &lines, const Function &fn, Tier tier)
-	    : a_(a), lines_(lines), fn_(fn), tier_(tier)
+	Emitter(Assembler &a, std::vector<perfjit_line> &lines, const Function &fn, Tier tier,
+		Frame frame)
+	    : a_(a), lines_(lines), fn_(fn), tier_(tier), frame_(frame)
 	{
 	}
+
+	// Frame::cfi: where the CFA moves.
+	const std::vector<CfaRow> &cfa_rows() const { return cfa_rows_; }
 
 	// x arrives in rdi and the iteration count in rsi (System V); the body reads x from rdi
 	// and leaves its value in rax; rcx is the scratch register.
@@ -67,12 +203,26 @@ public:
 		const asmjit::Label done = a_.newLabel();
 
 		mark(fn_.column);
-		a_.push(rbp);
-		a_.mov(rbp, rsp);
+		if (frame_ == Frame::pointer) {
+			a_.push(rbp);
+			a_.mov(rbp, rsp);
+		}
 		a_.mov(rax, rdi);
 		a_.test(rsi, rsi);
 		a_.jz(done);
 		a_.bind(loop);
+		if (frame_ == Frame::cfi) {
+			// x, the count and the value live across the call; three pushes after
+			// the return address leave rsp 16-byte aligned, as the ABI wants.
+			push(rdi);
+			push(rsi);
+			push(rax);
+			a_.mov(rcx, imm(reinterpret_cast<uintptr_t>(&native_work)));
+			a_.call(rcx);
+			pop(rax);
+			pop(rsi);
+			pop(rdi);
+		}
 		expr(*fn_.body);
 		if (salt != 0) {
 			mark(fn_.column);
@@ -83,11 +233,33 @@ public:
 		a_.dec(rsi);
 		a_.jnz(loop);
 		a_.bind(done);
-		a_.pop(rbp);
+		if (frame_ == Frame::pointer)
+			a_.pop(rbp);
 		a_.ret();
 	}
 
 private:
+	// A push or pop of a temporary; without a frame pointer the CFA moves with rsp.
+	void push(const Gp &reg)
+	{
+		a_.push(reg);
+		depth_ += 8;
+		moved();
+	}
+
+	void pop(const Gp &reg)
+	{
+		a_.pop(reg);
+		depth_ -= 8;
+		moved();
+	}
+
+	void moved()
+	{
+		if (frame_ == Frame::cfi)
+			cfa_rows_.push_back(CfaRow{static_cast<uint32_t>(a_.offset()), 8 + depth_});
+	}
+
 	// The code from here on comes from @column of the function's line.
 	void mark(uint32_t column)
 	{
@@ -158,11 +330,11 @@ private:
 		}
 		expr(*lhs);
 		mark(node.column);
-		a_.push(rax);
+		push(rax);
 		expr(*rhs);
 		mark(node.column);
 		a_.mov(rcx, rax);
-		a_.pop(rax);
+		pop(rax);
 		op_reg(node.op, rcx);
 	}
 
@@ -250,13 +422,25 @@ private:
 	std::vector<perfjit_line> &lines_;
 	const Function &fn_;
 	const Tier tier_;
+	const Frame frame_;
+	uint32_t depth_ = 0; // bytes pushed since entry
+	std::vector<CfaRow> cfa_rows_;
 };
 
 } // namespace
 
-CompiledFunction Jit::compile(const Function &fn, uint64_t salt, Tier tier)
+void native_work() noexcept
+{
+	static volatile uint64_t sink;
+
+	for (uint64_t i = 0; i < 16; i++)
+		sink = sink + i;
+}
+
+CompiledFunction Jit::compile(const Function &fn, uint64_t salt, Tier tier, Frame frame)
 {
 	CompiledFunction out;
+	size_t code_len = 0;
 
 	holder_.reset();
 	errors_.error = asmjit::kErrorOk;
@@ -264,7 +448,20 @@ CompiledFunction Jit::compile(const Function &fn, uint64_t salt, Tier tier)
 	if (err == asmjit::kErrorOk) {
 		holder_.setErrorHandler(&errors_);
 		Assembler a(&holder_);
-		Emitter(a, out.lines, fn, tier).function(salt);
+		Emitter emitter(a, out.lines, fn, tier, frame);
+		emitter.function(salt);
+		code_len = a.offset();
+		if (frame == Frame::cfi) {
+			// The table follows the code in memory too, where jitdump's
+			// unwinding record (and perf inject --jit's map) puts it, with
+			// room for the header libperfjit makes: no other code may
+			// start there.
+			out.eh_frame = make_eh_frame(code_len, emitter.cfa_rows());
+			a.align(asmjit::AlignMode::kZero, 8);
+			a.embed(out.eh_frame.data(), out.eh_frame.size());
+			static constexpr uint8_t header_room[kEhFrameHdrRoom] = {};
+			a.embed(header_room, sizeof(header_room));
+		}
 		err = errors_.error;
 	}
 	void *mem = nullptr;
@@ -273,7 +470,7 @@ CompiledFunction Jit::compile(const Function &fn, uint64_t salt, Tier tier)
 	if (err != asmjit::kErrorOk)
 		throw JitError("cannot compile " + fn.name + ": " +
 			       asmjit::DebugUtils::errorAsString(err));
-	out.code = JitCode(runtime_, mem, holder_.codeSize());
+	out.code = JitCode(runtime_, mem, code_len);
 	return out;
 }
 

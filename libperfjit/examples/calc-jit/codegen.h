@@ -24,6 +24,17 @@ using JitFn = uint64_t (*)(uint64_t x, uint64_t iterations);
 // optimized code folds constant subtrees and uses immediate and register operands.
 enum class Tier { baseline, optimized };
 
+// How the code keeps its frame. pointer: it saves rbp and points it at its frame, so that
+// frame-pointer unwinding walks through it, and describes no frame. cfi: it leaves rbp alone
+// (rbp still holds the caller's frame), calls native_work() on every iteration, and
+// describes its frame in DWARF call frame information (CompiledFunction::eh_frame), as
+// JITs that omit frame pointers do.
+enum class Frame { pointer, cfi };
+
+// The native function that Frame::cfi code calls on every iteration: a little work of its
+// own, so that samples fall in native code called from JIT code. Changes no result.
+void native_work() noexcept;
+
 class JitError : public std::runtime_error
 {
 public:
@@ -63,6 +74,10 @@ struct CompiledFunction {
 	// Rows sorted by strictly increasing offset; each covers the code up to the next row
 	// (the last one up to the end). line: Function::line; column: see Jit::compile().
 	std::vector<perfjit_line> lines;
+	// Frame::cfi: a CIE and an FDE for the code, pc-relative, as if placed at the first
+	// 8-byte aligned address after the code (perfjit_code::eh_frame), which is where it is
+	// also in memory, followed by room for its .eh_frame_hdr. Empty otherwise.
+	std::vector<uint8_t> eh_frame;
 };
 
 // Compiles functions into one JitRuntime; must outlive the code it made.
@@ -79,7 +94,8 @@ public:
 	// unary or binary operator (push of the left operand, pop and the operation) to the column
 	// of the operator. Optimized code attributes a folded constant subtree to its root.
 	// Throws JitError.
-	CompiledFunction compile(const Function &fn, uint64_t salt, Tier tier);
+	CompiledFunction compile(const Function &fn, uint64_t salt, Tier tier,
+				 Frame frame = Frame::pointer);
 
 private:
 	class ErrorRecorder : public asmjit::ErrorHandler

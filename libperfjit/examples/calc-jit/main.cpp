@@ -63,6 +63,7 @@ struct Options {
 	uint32_t fallback = PERFJIT_MODE_PERF_MAP;
 	bool verify = false;
 	bool help = false;
+	Frame frame = Frame::pointer;
 };
 
 void print_usage(std::FILE *out)
@@ -79,6 +80,9 @@ void print_usage(std::FILE *out)
 		"  --mode MODE        auto, code-region, perf-map or jitdump (default auto)\n"
 		"  --fallback MODE    perf-map or jitdump: auto's fallback (default perf-map)\n"
 		"  --verify           check every compiled function against an interpreter\n"
+		"  --no-frame-pointer emit code that keeps no frame pointer and calls a native\n"
+		"                     function on every iteration; describe its frames with\n"
+		"                     DWARF CFI (.eh_frame), for perf record --call-graph dwarf\n"
 		"  --help             show this help\n"
 		"stdout: \"truth <name> <generation> <address> <length> <milliseconds> <from> "
 		"<to>\"\n"
@@ -144,10 +148,14 @@ Options parse_options(int argc, char **argv)
 			return argv[++i];
 		};
 
-		if (arg == "--verify" || arg == "--help" || arg == "-h") {
+		if (arg == "--verify" || arg == "--help" || arg == "-h" ||
+		    arg == "--no-frame-pointer") {
 			if (inline_value)
 				throw UsageError(arg + ": takes no value");
-			(arg == "--verify" ? opts.verify : opts.help) = true;
+			if (arg == "--no-frame-pointer")
+				opts.frame = Frame::cfi;
+			else
+				(arg == "--verify" ? opts.verify : opts.help) = true;
 		} else if (arg == "--program") {
 			opts.program = value();
 		} else if (arg == "--functions") {
@@ -227,6 +235,8 @@ perfjit_code describe(const JitFunction &fn, uint32_t generation, const Compiled
 	code.source_file = source_file.c_str();
 	code.lines = compiled.lines.data();
 	code.nr_lines = compiled.lines.size();
+	code.eh_frame = compiled.eh_frame.empty() ? nullptr : compiled.eh_frame.data();
+	code.eh_frame_len = compiled.eh_frame.size();
 	return code;
 }
 
@@ -268,8 +278,9 @@ void verify(const JitFunction &fn, const JitCode &code)
 }
 
 // Calls the hot functions round-robin, each with @iterations, until @seconds have passed
-// (at least one round).
-void run_hot(std::vector<JitFunction> &fns, size_t nr_hot, double seconds, uint64_t iterations)
+// (at least one round). Never inlined: it is the JIT code's caller in every call chain.
+[[gnu::noinline]] void run_hot(std::vector<JitFunction> &fns, size_t nr_hot, double seconds,
+			       uint64_t iterations)
 {
 	const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
 						     std::chrono::duration<double>(seconds));
@@ -324,7 +335,7 @@ int run(const Options &opts)
 		fn.x = i + 1;
 
 		const auto start = Clock::now();
-		pending.push_back(jit.compile(*fn.source, fn.salt, Tier::baseline));
+		pending.push_back(jit.compile(*fn.source, fn.salt, Tier::baseline, opts.frame));
 		compile_time += Clock::now() - start;
 		if (opts.verify)
 			verify(fn, pending.back().code);
@@ -353,7 +364,8 @@ int run(const Options &opts)
 	// (3) Recompile the hot set: announce the new code before the old goes away.
 	for (size_t i = 0; i < nr_hot; i++) {
 		JitFunction &fn = fns[i];
-		CompiledFunction compiled = jit.compile(*fn.source, fn.salt, Tier::optimized);
+		CompiledFunction compiled =
+			jit.compile(*fn.source, fn.salt, Tier::optimized, opts.frame);
 		const uint32_t generation = fn.current.generation + 1;
 		announce(session.get(), {describe(fn, generation, compiled, program.path)});
 		const uint64_t now = monotonic_ns();
