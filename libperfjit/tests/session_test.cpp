@@ -313,6 +313,34 @@ TEST(Session, JitdumpUnwindingRecordBeforeTheLoad)
 	EXPECT_EQ(id, 0u);
 }
 
+// A table that cannot be indexed gets no unwinding record; the load stays.
+TEST(Session, JitdumpNoUnwindingRecordForATableThatCannotBeRead)
+{
+	const uint8_t bad[] = {0x14, 0, 0, 0, 0, 0, 0, 0, 1, 'z'}; // a CIE cut short
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, dir.path());
+	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
+	{
+		perfjit::Session s(&o);
+		perfjit_code c{};
+		c.size = sizeof(c);
+		c.name = "jit_plain";
+		c.addr = kCode;
+		c.len = 6;
+		c.eh_frame = bad;
+		c.eh_frame_len = sizeof(bad);
+
+		ASSERT_TRUE(s.ok()) << s.error().message();
+		ASSERT_EQ(perfjit_load(s.get(), &c), 0);
+	}
+	const auto bytes = read_file(path);
+	uint32_t total, id;
+	memcpy(&total, &bytes[8], 4);
+	ASSERT_GE(bytes.size(), total + 8u);
+	memcpy(&id, &bytes[total], 4);
+	EXPECT_EQ(id, 0u); // JIT_CODE_LOAD, no JIT_CODE_UNWINDING_INFO before it
+}
+
 TEST(Session, JitdumpFullDiskLosesOnlyTheFailedRecord)
 {
 	TempDir dir;

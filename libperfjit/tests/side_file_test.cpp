@@ -414,6 +414,25 @@ TEST(SideFile, EhFrameHdrOnlyWithAnUnwindTable)
 	EXPECT_EQ(rows[0].first, kTextOffset);
 }
 
+// A table the library cannot index is stored as given, without a header.
+TEST(SideFile, NoEhFrameHdrForATableThatCannotBeRead)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	image.eh_frame = make_eh_frame(sizeof(kCode));
+	image.eh_frame.resize(30); // the FDE cut short
+	const BuildId id = build_id_of(image);
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ElfFile f(side_file_path(dir.path(), id));
+	GElf_Shdr shdr;
+	size_t nr;
+	EXPECT_TRUE(f.section(".eh_frame", shdr));
+	EXPECT_FALSE(f.section(".eh_frame_hdr", shdr));
+	ASSERT_EQ(elf_getphdrnum(f.elf, &nr), 0);
+	EXPECT_EQ(nr, 1u);
+}
+
 TEST(Pack, AdjacentCodeKeepsItsDistances)
 {
 	Pack pack = {make_image("jit_a"), make_image("jit_b"), make_image("jit_c"),
