@@ -11,6 +11,9 @@
  * region to every perf recording that watches the process; perf report,
  * annotate and script then show the code by name, with no perf inject step.
  * It needs no permission to open perf events, at any perf_event_paranoid.
+ * A load announces at once; the library's thread writes the side file
+ * soon after, so that the runtime does not wait for a file write, and
+ * perfjit_close() and exit() wait for what is still to be written.
  * While nobody records, it stores nothing. When a recorder starts watching
  * the process, however late, the kernel tells the library, whose thread
  * stores the side files of the code that is live and announces it again
@@ -74,8 +77,26 @@ struct perfjit_line {
 	uint32_t column; /* 0: unknown */
 };
 
+/*
+ * Code of another function inlined into the one announced, for perf
+ * report --inline and perf script: the code at [start, end) (offsets from
+ * the start of the code) runs @name, inlined by its caller at @call_line.
+ * The caller is the announced function itself at depth 1, else the nearest
+ * entry before this one with depth - 1, whose range holds this one. Sort
+ * the entries by start, a caller before what it inlines. The line table's
+ * rows inside an entry's range are lines of the innermost entry's @file.
+ */
+struct perfjit_inline {
+	uint64_t start;
+	uint64_t end;
+	const char *name;   /* the inlined function */
+	const char *file;   /* its source file; NULL: unknown */
+	uint32_t call_line; /* in the caller's source file; 0: unknown */
+	uint32_t depth;	    /* 1: inlined into the announced function */
+};
+
 struct perfjit_code {
-	uint32_t size;	     /* sizeof(struct perfjit_code) */
+	uint32_t size;	     /* sizeof(struct perfjit_code): fields grow at its end */
 	uint32_t generation; /* how many times this method was compiled before */
 	const char *name;    /* the symbol perf shows */
 	const void *addr;    /* the code, mapped executable */
@@ -96,7 +117,18 @@ struct perfjit_code {
 	 */
 	const void *eh_frame;
 	size_t eh_frame_len;
+	/*
+	 * Optional (from library 0.2; a size of PERFJIT_CODE_SIZE_VER0
+	 * leaves it out): what was inlined where, written to the side file's
+	 * DWARF as inlined subroutines. The jitdump and perf-PID.map
+	 * fallbacks have no place for it.
+	 */
+	const struct perfjit_inline *inlines;
+	size_t nr_inlines;
 };
+
+/* The size of struct perfjit_code before perfjit_code::inlines. */
+#define PERFJIT_CODE_SIZE_VER0 72u
 
 typedef struct perfjit_session perfjit_session;
 

@@ -3,10 +3,12 @@
 // Hand-encoded rather than produced with libdwarf's producer: Debian 12's
 // libdwarf has no producer library (libdwarfp), and elfutils only reads
 // DWARF. What is needed is small: a compile unit and a line program for
-// each function.
+// each function, and the function's inlined calls.
 #include "dwarf.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "side_file.hpp"
@@ -58,21 +60,34 @@ public:
 };
 
 enum : uint8_t {
+	DW_TAG_subprogram = 0x2e,
 	DW_TAG_compile_unit = 0x11,
+	DW_TAG_inlined_subroutine = 0x1d,
+	DW_CHILDREN_no = 0,
+	DW_CHILDREN_yes = 1,
 	DW_AT_name = 0x03,
 	DW_AT_stmt_list = 0x10,
 	DW_AT_low_pc = 0x11,
 	DW_AT_high_pc = 0x12,
 	DW_AT_language = 0x13,
+	DW_AT_inline = 0x20,
 	DW_AT_producer = 0x25,
+	DW_AT_abstract_origin = 0x31,
+	DW_AT_call_file = 0x58,
+	DW_AT_call_line = 0x59,
 	DW_FORM_addr = 0x01,
+	DW_FORM_data1 = 0x0b,
 	DW_FORM_data2 = 0x05,
 	DW_FORM_data8 = 0x07,
 	DW_FORM_string = 0x08,
+	DW_FORM_udata = 0x0f,
+	DW_FORM_ref4 = 0x13,
 	DW_FORM_sec_offset = 0x17,
+	DW_INL_inlined = 1,
 	DW_LNS_copy = 0x01,
 	DW_LNS_advance_pc = 0x02,
 	DW_LNS_advance_line = 0x03,
+	DW_LNS_set_file = 0x04,
 	DW_LNS_set_column = 0x05,
 	DW_LNE_end_sequence = 0x01,
 	DW_LNE_set_address = 0x02,
@@ -80,52 +95,191 @@ enum : uint8_t {
 
 constexpr uint16_t DW_LANG_Mips_Assembler = 0x8001;
 
+// The abbreviations every unit shares, at offset 0 of .debug_abbrev.
+enum Abbrev : uint8_t {
+	kUnit = 1,	  // a compile unit with a line table only
+	kUnitParent = 2,  // ... with the function and its inlining
+	kAbstract = 3,	  // an inlined function: its name
+	kFunction = 4,	  // the function announced
+	kInlinedCall = 5, // one inlined call
+};
+
+using AttrForms = std::vector<std::pair<uint8_t, uint8_t>>;
+
+void abbrev_entry(Writer &w, uint8_t code, uint8_t tag, uint8_t children, const AttrForms &attrs)
+{
+	w.uleb(code);
+	w.uleb(tag);
+	w.u8(children);
+	for (auto [at, form] : attrs) {
+		w.uleb(at);
+		w.uleb(form);
+	}
+	w.u16(0);
+}
+
+std::vector<uint8_t> abbrev_table()
+{
+	const AttrForms unit = {
+		{DW_AT_producer, DW_FORM_string}, {DW_AT_language, DW_FORM_data2},
+		{DW_AT_name, DW_FORM_string},	  {DW_AT_stmt_list, DW_FORM_sec_offset},
+		{DW_AT_low_pc, DW_FORM_addr},	  {DW_AT_high_pc, DW_FORM_data8}};
+	Writer w;
+
+	abbrev_entry(w, kUnit, DW_TAG_compile_unit, DW_CHILDREN_no, unit);
+	abbrev_entry(w, kUnitParent, DW_TAG_compile_unit, DW_CHILDREN_yes, unit);
+	abbrev_entry(w, kAbstract, DW_TAG_subprogram, DW_CHILDREN_no,
+		     {{DW_AT_name, DW_FORM_string}, {DW_AT_inline, DW_FORM_data1}});
+	abbrev_entry(w, kFunction, DW_TAG_subprogram, DW_CHILDREN_yes,
+		     {{DW_AT_name, DW_FORM_string},
+		      {DW_AT_low_pc, DW_FORM_addr},
+		      {DW_AT_high_pc, DW_FORM_data8}});
+	abbrev_entry(w, kInlinedCall, DW_TAG_inlined_subroutine, DW_CHILDREN_yes,
+		     {{DW_AT_abstract_origin, DW_FORM_ref4},
+		      {DW_AT_low_pc, DW_FORM_addr},
+		      {DW_AT_high_pc, DW_FORM_data8},
+		      {DW_AT_call_file, DW_FORM_udata},
+		      {DW_AT_call_line, DW_FORM_udata}});
+	w.u8(0);
+	return std::move(w.bytes);
+}
+
+// The line program's files: the function's own, 1, then those of inlined
+// code. Each with the index of its directory.
+struct FileTable {
+	std::vector<std::string> dirs;
+	std::vector<std::pair<std::string, uint64_t>> files;
+	std::map<std::string, uint64_t> index;
+
+	uint64_t add(const std::string &name)
+	{
+		// An empty name would end the header's list of files.
+		const std::string path = name.empty() ? "unknown" : name;
+		auto it = index.find(path);
+
+		if (it != index.end())
+			return it->second;
+		const size_t slash = path.rfind('/');
+		const std::string dir =
+			slash == std::string::npos ? "." : path.substr(0, slash ? slash : 1);
+		const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+		auto d = std::find(dirs.begin(), dirs.end(), dir);
+		if (d == dirs.end())
+			d = dirs.insert(dirs.end(), dir);
+		files.emplace_back(base, d - dirs.begin() + 1);
+		return index[path] = files.size();
+	}
+};
+
+// The file index of each inlined call's own code: its file, else its
+// caller's.
+std::vector<uint64_t> inline_files(const CodeImage &image, FileTable &files)
+{
+	std::vector<uint64_t> out, callers{files.add(image.source_file)};
+
+	for (const auto &in : image.inlines) {
+		callers.resize(in.depth);
+		out.push_back(in.file.empty() ? callers.back() : files.add(in.file));
+		callers.push_back(out.back());
+	}
+	return out;
+}
+
+// The file of the innermost inlined call at @offset (the last in order
+// that holds it, as callers come first), else the function's.
+uint64_t file_at(const CodeImage &image, const std::vector<uint64_t> &inline_file, uint64_t offset)
+{
+	uint64_t file = 1;
+
+	for (size_t i = 0; i < image.inlines.size() && image.inlines[i].start <= offset; i++) {
+		if (offset < image.inlines[i].end)
+			file = inline_file[i];
+	}
+	return file;
+}
+
+// The .debug_info children of the unit: the inlined functions' abstract
+// entries, then the function with its inlined calls nested as in @image.
+void append_inlining(Writer &info, size_t unit_start, const CodeImage &image, uint64_t text_addr,
+		     FileTable &files)
+{
+	std::map<std::string, uint32_t> origin;
+
+	for (const auto &in : image.inlines) {
+		if (origin.count(in.name))
+			continue;
+		origin[in.name] = static_cast<uint32_t>(info.size() - unit_start);
+		info.uleb(kAbstract);
+		info.str(in.name);
+		info.u8(DW_INL_inlined);
+	}
+	info.uleb(kFunction);
+	info.str(image.name);
+	info.u64(text_addr);
+	info.u64(image.code.size());
+
+	const std::vector<uint64_t> inline_file = inline_files(image, files);
+	// The file of each open caller, innermost last: the function's first.
+	std::vector<uint64_t> caller_files{1};
+	for (size_t i = 0; i < image.inlines.size(); i++) {
+		const CodeImage::Inline &in = image.inlines[i];
+
+		// Close the calls this one is not inside.
+		while (caller_files.size() > in.depth) {
+			info.u8(0);
+			caller_files.pop_back();
+		}
+		info.uleb(kInlinedCall);
+		info.u32(origin[in.name]);
+		info.u64(text_addr + in.start);
+		info.u64(in.end - in.start);
+		info.uleb(caller_files.back());
+		info.uleb(in.call_line);
+		caller_files.push_back(inline_file[i]);
+	}
+	while (caller_files.size() > 1) {
+		info.u8(0);
+		caller_files.pop_back();
+	}
+	info.u8(0); // the function's children
+	info.u8(0); // the unit's
+}
+
 } // namespace
 
 void append_line_info(DwarfSections &out, const CodeImage &image, uint64_t text_addr)
 {
-	const std::string &file = image.source_file;
-	const size_t slash = file.rfind('/');
-	const std::string dir =
-		slash == std::string::npos ? "." : file.substr(0, slash ? slash : 1);
-	const std::string base = slash == std::string::npos ? file : file.substr(slash + 1);
-
-	// The units share one abbreviation, at offset 0.
 	const auto info_at = static_cast<uint32_t>(out.info.size());
 	const auto line_at = static_cast<uint32_t>(out.line.size());
-	if (out.abbrev.empty()) {
-		Writer abbrev;
-		abbrev.uleb(1);
-		abbrev.uleb(DW_TAG_compile_unit);
-		abbrev.u8(0); // no children
-		for (auto [at, form] : {std::pair<uint8_t, uint8_t>{DW_AT_producer, DW_FORM_string},
-					{DW_AT_language, DW_FORM_data2},
-					{DW_AT_name, DW_FORM_string},
-					{DW_AT_stmt_list, DW_FORM_sec_offset},
-					{DW_AT_low_pc, DW_FORM_addr},
-					{DW_AT_high_pc, DW_FORM_data8}}) {
-			abbrev.uleb(at);
-			abbrev.uleb(form);
-		}
-		abbrev.u16(0);
-		abbrev.u8(0);
-		out.abbrev = std::move(abbrev.bytes);
-	}
+	if (out.abbrev.empty())
+		out.abbrev = abbrev_table();
+
+	FileTable files;
+	files.add(image.source_file);
+	const bool inlining = !image.inlines.empty();
 
 	Writer info;
 	info.u32(0); // unit_length, patched
 	info.u16(4);
 	info.u32(0); // .debug_abbrev offset
 	info.u8(8);
-	info.uleb(1);
+	info.uleb(inlining ? kUnitParent : kUnit);
 	info.str("libperfjit");
 	info.u16(DW_LANG_Mips_Assembler);
-	info.str(file);
+	info.str(image.source_file);
 	info.u32(line_at); // .debug_line offset
 	info.u64(text_addr);
 	info.u64(image.code.size());
+	if (inlining)
+		append_inlining(info, 0, image, text_addr, files);
 	info.patch32(0, info.size() - 4);
 	out.info.insert(out.info.end(), info.bytes.begin(), info.bytes.end());
+
+	// Each row's file, before the header that lists them is written.
+	const std::vector<uint64_t> inline_file = inline_files(image, files);
+	std::vector<uint64_t> row_files;
+	for (const auto &row : image.lines)
+		row_files.push_back(file_at(image, inline_file, row.offset));
 
 	Writer line;
 	line.u32(0); // unit_length, patched
@@ -140,12 +294,15 @@ void append_line_info(DwarfSections &out, const CodeImage &image, uint64_t text_
 	line.u8(13);			   // opcode_base
 	for (uint8_t len : {0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1})
 		line.u8(len);
-	line.str(dir);
+	for (const auto &dir : files.dirs)
+		line.str(dir);
 	line.u8(0);
-	line.str(base);
-	line.uleb(1); // directory
-	line.uleb(0); // mtime
-	line.uleb(0); // length
+	for (const auto &[base, dir] : files.files) {
+		line.str(base);
+		line.uleb(dir);
+		line.uleb(0); // mtime
+		line.uleb(0); // length
+	}
 	line.u8(0);
 	line.patch32(6, line.size() - header_start);
 
@@ -153,13 +310,20 @@ void append_line_info(DwarfSections &out, const CodeImage &image, uint64_t text_
 	line.uleb(9);
 	line.u8(DW_LNE_set_address);
 	line.u64(text_addr);
-	uint64_t addr = 0;
+	uint64_t addr = 0, cur_file = 1;
 	int64_t cur_line = 1;
-	for (const auto &row : image.lines) {
+	for (size_t i = 0; i < image.lines.size(); i++) {
+		const perfjit_line &row = image.lines[i];
+
 		if (row.offset > addr) {
 			line.u8(DW_LNS_advance_pc);
 			line.uleb(row.offset - addr);
 			addr = row.offset;
+		}
+		if (row_files[i] != cur_file) {
+			line.u8(DW_LNS_set_file);
+			line.uleb(row_files[i]);
+			cur_file = row_files[i];
 		}
 		if (static_cast<int64_t>(row.line) != cur_line) {
 			line.u8(DW_LNS_advance_line);

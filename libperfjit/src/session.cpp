@@ -82,6 +82,7 @@ struct SideFile {
 	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
 	BuildId id{};
 	bool stored = false; // written to the build-id cache
+	bool queued = false; // in perfjit_session::pending
 };
 
 struct Region {
@@ -103,6 +104,12 @@ struct perfjit_session {
 	unsigned fork_generation = 0;
 	std::map<uint64_t, Region> regions;
 	DirCache dirs;
+	// Side files that recorders need, for the library's thread to store:
+	// a load does not wait for a file write. Taken by flush_pending().
+	std::vector<std::shared_ptr<SideFile>> pending;
+	// Held while pending files are written, outside the session's lock.
+	std::mutex flush_lock;
+	DirCache flush_dirs; // under flush_lock
 	PerfMap perf_map;
 	Jitdump jitdump;
 
@@ -113,6 +120,8 @@ struct perfjit_session {
 			  const SideFile &file, uint32_t flags);
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
+	int store_soon(const std::shared_ptr<SideFile> &file);
+	int flush_pending();
 	int rundown_from(uint64_t &addr);
 	int rundown();
 	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
@@ -176,6 +185,19 @@ public:
 	}
 	// In a child after fork(): its own eventfd and thread, never the parent's.
 	int check_fork();
+	// Asks the thread to store the sessions' pending side files. Lock-free:
+	// the caller holds a session's lock.
+	void wake_writer()
+	{
+		const uint64_t one = 1;
+		const int fd = work_.load(std::memory_order_acquire);
+
+		if (fd >= 0)
+			(void)!write(fd, &one, sizeof(one));
+	}
+	// Whether the thread runs, and so stores side files for the sessions.
+	// Lock-free too.
+	bool has_writer() const { return writer_.load(std::memory_order_acquire); }
 
 private:
 	// One thread's own state: it outlives a replacement of the thread.
@@ -185,7 +207,16 @@ private:
 		pthread_t thread{};
 	};
 
-	Notifier() { pthread_atfork(prepare, parent, child); }
+	Notifier()
+	{
+		work_.store(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+		pthread_atfork(prepare, parent, child);
+		// exit() without perfjit_close(): the pending side files are
+		// stored all the same. (Inside a shared object, atexit() runs
+		// at dlclose() too.)
+		atexit(flush_at_exit);
+	}
+	static void flush_at_exit();
 	// fork() waits for the library's locks, so that the child has them
 	// free: lock_ and every session's lock, in that order.
 	static void prepare()
@@ -212,6 +243,7 @@ private:
 			s->lock.unlock();
 		// The thread did not come along: forget it, never join it.
 		n.worker_.reset();
+		n.writer_.store(false);
 		n.forked_.store(true, std::memory_order_relaxed);
 		n.lock_.unlock();
 	}
@@ -224,6 +256,9 @@ private:
 	}
 	int start_locked();
 	void run(const std::shared_ptr<Worker> &w) noexcept;
+	// Runs @fn(s) for each session, marked current_, without lock_.
+	template <typename Fn>
+	bool for_each_session(const std::shared_ptr<Worker> &w, Fn &&fn);
 
 	std::mutex lock_;
 	std::condition_variable idle_;
@@ -233,6 +268,11 @@ private:
 	UniqueFd event_;
 	std::shared_ptr<Worker> worker_;
 	std::atomic<bool> forked_{false};
+	// Signalled when a session has pending side files. Never closed but
+	// in a child, which replaces it under lock_ before any of its calls
+	// can load.
+	std::atomic<int> work_{-1};
+	std::atomic<bool> writer_{false}; // worker_ is set
 };
 
 int Notifier::start_locked()
@@ -273,6 +313,7 @@ int Notifier::start_locked()
 			return -err;
 		arg.release(); // the thread's now
 		worker_ = std::move(w);
+		writer_.store(true);
 	}
 	return 0;
 }
@@ -310,6 +351,7 @@ void Notifier::detach(perfjit_session *s)
 		prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY, -1L, 0UL, 0UL);
 		event_.reset();
 		stopped = std::move(worker_);
+		writer_.store(false);
 	}
 	if (stopped) {
 		uint64_t one = 1;
@@ -333,19 +375,58 @@ int Notifier::check_fork()
 		return 0;
 	// The eventfd is the parent's, and so is the kernel's registration of
 	// it: the child registers one of its own. Until that works, it tries
-	// again on the next call.
+	// again on the next call. So is the writer's: the parent's thread
+	// reads it.
 	event_.reset();
+	const int work = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (work < 0)
+		return -errno;
+	const int old = work_.exchange(work);
+	if (old >= 0)
+		close(old);
 	const int err = sessions_.empty() ? 0 : start_locked();
 	if (!err)
 		forked_.store(false);
 	return err;
 }
 
+template <typename Fn>
+bool Notifier::for_each_session(const std::shared_ptr<Worker> &w, Fn &&fn)
+{
+	std::vector<perfjit_session *> todo;
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+
+		if (w->quit)
+			return false;
+		todo.assign(sessions_.begin(), sessions_.end());
+	}
+	for (perfjit_session *s : todo) {
+		{
+			std::lock_guard<std::mutex> guard(lock_);
+
+			// Closed meanwhile: detach() erased it.
+			if (w->quit || !sessions_.count(s))
+				continue;
+			current_ = s;
+		}
+		try {
+			fn(s);
+		} catch (...) {
+			// Out of memory, say: the next request tries again.
+		}
+		std::lock_guard<std::mutex> guard(lock_);
+		current_ = nullptr;
+		idle_.notify_all();
+	}
+	return true;
+}
+
 void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 {
 	try {
 		while (!w->quit) {
-			struct pollfd fds[2] = {};
+			struct pollfd fds[3] = {};
 			{
 				std::lock_guard<std::mutex> guard(lock_);
 
@@ -353,47 +434,53 @@ void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 					return;
 				fds[0] = {event_.get(), POLLIN, 0};
 				fds[1] = {w->stop.get(), POLLIN, 0};
+				fds[2] = {work_.load(), POLLIN, 0};
 			}
-			if (poll(fds, 2, -1) < 0) {
+			if (poll(fds, 3, -1) < 0) {
 				if (errno == EINTR)
 					continue;
 				return;
 			}
 			if (fds[1].revents || w->quit)
 				return;
+			if (fds[2].revents & POLLIN) {
+				uint64_t n;
+
+				(void)!read(fds[2].fd, &n, sizeof(n));
+				// Stores a burst of loads' files together, each
+				// write outside the session's lock.
+				if (!for_each_session(
+					    w, [](perfjit_session *s) { s->flush_pending(); }))
+					return;
+			}
 			if (!(fds[0].revents & POLLIN))
 				continue;
-
-			std::vector<perfjit_session *> todo;
 			{
 				std::lock_guard<std::mutex> guard(lock_);
 
 				if (w->quit)
 					return;
 				drain_locked();
-				todo.assign(sessions_.begin(), sessions_.end());
 			}
-			for (perfjit_session *s : todo) {
-				{
-					std::lock_guard<std::mutex> guard(lock_);
-
-					// Closed meanwhile: detach() erased it.
-					if (w->quit || !sessions_.count(s))
-						continue;
-					current_ = s;
-				}
-				try {
-					s->rundown();
-				} catch (...) {
-					// Out of memory, say: the next recorder tries again.
-				}
-				std::lock_guard<std::mutex> guard(lock_);
-				current_ = nullptr;
-				idle_.notify_all();
-			}
+			if (!for_each_session(w, [](perfjit_session *s) { s->rundown(); }))
+				return;
 		}
 	} catch (...) {
 		// A lock failed: no more rundowns from this thread.
+	}
+}
+
+void Notifier::flush_at_exit()
+{
+	Notifier &n = get();
+
+	try {
+		std::lock_guard<std::mutex> guard(n.lock_);
+
+		for (perfjit_session *s : n.sessions_)
+			s->flush_pending();
+	} catch (...) {
+		// Exiting: what could not be stored is lost.
 	}
 }
 
@@ -456,6 +543,10 @@ int perfjit_session::check_fork()
 	fork_generation = gen;
 	for (auto &kv : regions)
 		kv.second.file->stored = false;
+	// The parent's thread stores what the parent announced.
+	for (auto &f : pending)
+		f->queued = false;
+	pending.clear();
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
 		return 0;
@@ -500,6 +591,57 @@ int perfjit_session::store(SideFile &file)
 	if (!err)
 		file.stored = true;
 	return err;
+}
+
+// Under the lock: has @file stored for the recorders that took its
+// announcement. With the library's thread, that thread stores it (and the
+// other files pending then) without the session's lock, so a load costs
+// the announcement and not a file write; perfjit_side_file() and
+// perfjit_close() wait for it, and so does exit(). Without the thread,
+// stores it now.
+int perfjit_session::store_soon(const std::shared_ptr<SideFile> &file)
+{
+	if (file->stored || file->queued)
+		return 0;
+	if (!own_thread || !Notifier::get().has_writer())
+		return store(*file);
+	pending.push_back(file);
+	file->queued = true;
+	if (pending.size() == 1)
+		Notifier::get().wake_writer();
+	return 0;
+}
+
+// Stores the pending side files, writing them without the session's lock.
+// Returns the first error; a file that failed is not stored (a rundown
+// tries it again).
+int perfjit_session::flush_pending()
+{
+	std::lock_guard<std::mutex> flushing(flush_lock);
+	std::vector<std::shared_ptr<SideFile>> todo;
+	{
+		std::lock_guard<std::mutex> guard(lock);
+
+		todo.swap(pending);
+	}
+	int first_err = 0;
+	std::vector<bool> ok(todo.size());
+	for (size_t i = 0; i < todo.size(); i++) {
+		// Immutable once queued but for the flags, which are the lock's.
+		const int err =
+			store_side_file(buildid_dir, todo[i]->pack, todo[i]->id, &flush_dirs);
+
+		ok[i] = !err;
+		if (err && !first_err)
+			first_err = err;
+	}
+	std::lock_guard<std::mutex> guard(lock);
+	for (size_t i = 0; i < todo.size(); i++) {
+		todo[i]->queued = false;
+		if (ok[i])
+			todo[i]->stored = true;
+	}
+	return first_err;
 }
 
 // One step of a rundown, under the lock: announces again the live code at
@@ -606,7 +748,7 @@ int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 
 	// Code loaded while nobody recorded is stored by the rundown that the
 	// kernel asks for when a recorder appears.
-	return taken > 0 ? store(*r.file) : 0;
+	return taken > 0 ? store_soon(r.file) : 0;
 }
 
 // How many of batch[i...] one region can cover: they share a side file,
@@ -751,7 +893,7 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 
 		if (taken >= 0) {
 			if (taken > 0)
-				err = store(*r.file);
+				err = store_soon(r.file);
 			taken = announce(from, it->second, true);
 		}
 		if (taken < 0)
@@ -891,8 +1033,11 @@ int perfjit_rundown_fd(perfjit_session *session)
 void perfjit_close(perfjit_session *session)
 {
 	try {
-		if (session && session->mode == PERFJIT_MODE_CODE_REGION)
+		if (session && session->mode == PERFJIT_MODE_CODE_REGION) {
 			Notifier::get().detach(session);
+			// No thread stores them now.
+			session->flush_pending();
+		}
 	} catch (...) {
 		// A lock failed: the session is freed all the same.
 	}
@@ -926,8 +1071,14 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 int perfjit_side_file(perfjit_session *session, const void *addr, char *path, size_t size)
 {
-	if (!path || !size)
+	if (!path || !size || !session)
 		return -EINVAL;
+	try {
+		// A file the library's thread has yet to store.
+		session->flush_pending();
+	} catch (...) {
+		return -EIO;
+	}
 	return locked(session, [&] {
 		auto it = session->regions.find(reinterpret_cast<uintptr_t>(addr));
 

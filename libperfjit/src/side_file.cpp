@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,10 +24,52 @@
 namespace perfjit
 {
 
+static_assert(offsetof(perfjit_code, inlines) == PERFJIT_CODE_SIZE_VER0,
+	      "perfjit_code's first version must not change");
+
+namespace
+{
+
+// Copies @c's inlining table: sorted by start, each inside its caller.
+int copy_inlines(const perfjit_code &c, std::vector<CodeImage::Inline> &out)
+{
+	// The ranges of the callers of the entry being read, outermost first.
+	std::vector<std::pair<uint64_t, uint64_t>> callers{{0, c.len}};
+
+	if (c.nr_inlines && !c.inlines)
+		return -EINVAL;
+	for (size_t i = 0; i < c.nr_inlines; i++) {
+		const perfjit_inline &in = c.inlines[i];
+
+		if (!in.name || !in.name[0] || in.start >= in.end || in.end > c.len || !in.depth ||
+		    in.depth > callers.size() || (i && in.start < c.inlines[i - 1].start))
+			return -EINVAL;
+		callers.resize(in.depth);
+		if (in.start < callers.back().first || in.end > callers.back().second)
+			return -EINVAL;
+		callers.emplace_back(in.start, in.end);
+		out.push_back({in.start, in.end, in.name, in.file ? in.file : "", in.call_line,
+			       in.depth});
+	}
+	return 0;
+}
+
+} // namespace
+
 int CodeImage::from(const perfjit_code &c, CodeImage &out)
 {
-	if (c.size < sizeof(perfjit_code) || !c.name || !c.name[0] || !c.addr || !c.len)
+	if (c.size < PERFJIT_CODE_SIZE_VER0 || !c.name || !c.name[0] || !c.addr || !c.len)
 		return -EINVAL;
+	// A caller built against a later header may pass more, as long as
+	// what this library does not know is zero (as the kernel takes
+	// extensible structures): nothing asked for is silently dropped.
+	if (c.size > 4096)
+		return -E2BIG;
+	const auto *tail = reinterpret_cast<const uint8_t *>(&c);
+	for (size_t i = sizeof(perfjit_code); i < c.size; i++) {
+		if (tail[i])
+			return -E2BIG;
+	}
 	if ((c.nr_lines && (!c.lines || !c.source_file)) || (c.eh_frame_len && !c.eh_frame))
 		return -EINVAL;
 	for (size_t i = 0; i < c.nr_lines; i++) {
@@ -42,6 +85,9 @@ int CodeImage::from(const perfjit_code &c, CodeImage &out)
 	out.lines.assign(c.lines, c.lines + c.nr_lines);
 	const auto *eh = static_cast<const uint8_t *>(c.eh_frame);
 	out.eh_frame.assign(eh, eh + c.eh_frame_len);
+	out.inlines.clear();
+	if (c.size >= offsetof(perfjit_code, nr_inlines) + sizeof(c.nr_inlines))
+		return copy_inlines(c, out.inlines);
 	return 0;
 }
 
@@ -95,6 +141,14 @@ void hash_image(EVP_MD_CTX *ctx, const CodeImage &image)
 	hash_bytes(ctx, image.source_file.data(), image.source_file.size());
 	hash_bytes(ctx, image.lines.data(), image.lines.size() * sizeof(perfjit_line));
 	hash_bytes(ctx, image.eh_frame.data(), image.eh_frame.size());
+	// Nothing more for code without inlining: its build-id is as before.
+	for (const auto &in : image.inlines) {
+		const uint64_t nums[] = {in.start, in.end, in.call_line, in.depth};
+
+		hash_bytes(ctx, nums, sizeof(nums));
+		hash_bytes(ctx, in.name.data(), in.name.size());
+		hash_bytes(ctx, in.file.data(), in.file.size());
+	}
 }
 
 } // namespace
@@ -453,7 +507,7 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 		sym.st_size = pack[i].code.size();
 		strtab += pack[i].name;
 		strtab += '\0';
-		if (!pack[i].lines.empty())
+		if (!pack[i].lines.empty() || !pack[i].inlines.empty())
 			append_line_info(dwarf, pack[i], offsets[i]);
 	}
 

@@ -29,6 +29,12 @@ struct CodeImage {
 	std::string source_file;
 	std::vector<perfjit_line> lines;
 	std::vector<uint8_t> eh_frame;
+	struct Inline {
+		uint64_t start, end;
+		std::string name, file;
+		uint32_t call_line, depth;
+	};
+	std::vector<Inline> inlines; // as perfjit_code::inlines, validated
 	// Where the code was announced; it decides a pack's layout, not what
 	// is hashed into the build-id of a function's own side file.
 	uint64_t addr = 0;
@@ -38,7 +44,7 @@ struct CodeImage {
 };
 
 // SHA-1 over what makes the code distinct: name, generation, code bytes,
-// line table and unwind table. Identical code with another name, or another
+// line table, unwind table and inlining. Identical code with another name, or another
 // generation of the same method, gets another build-id.
 BuildId build_id_of(const CodeImage &image);
 

@@ -704,6 +704,28 @@ TEST_F(CodeRegion, LoadManySharesOneSideFile)
 	EXPECT_FALSE(s.move(page.at(48), page.at(64)));
 }
 
+// While somebody records, a load announces at once and leaves the side
+// file to the library's thread: the file appears with no call that waits
+// for it, and perfjit_close() stores whatever is still pending.
+TEST_F(CodeRegion, SideFilesStoredByTheThreadAndAtClose)
+{
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ExecPage page;
+	std::vector<std::string> paths;
+	for (size_t off = 0; off < 512; off += 16) {
+		perfjit::BuildId id;
+
+		ASSERT_FALSE(session_->load("jit_f" + std::to_string(off), page.at(off), 16));
+		ASSERT_EQ(perfjit_build_id(session_->get(), page.at(off), id.data()), 0);
+		paths.push_back(perfjit::side_file_path(dir_.path(), id));
+	}
+	EXPECT_TRUE(eventually([&] { return access(paths[0].c_str(), R_OK) == 0; }));
+	session_.reset();
+	for (const auto &path : paths)
+		EXPECT_EQ(access(path.c_str(), R_OK), 0) << path;
+}
+
 // A recorder that attaches after the code was loaded gets every live piece
 // of it again, marked as a rundown, from the library's own thread; unloaded
 // code is not announced again.

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -593,4 +595,124 @@ TEST(CodeImage, BadArguments)
 	rows[0].offset = sizeof(kCode);
 	bad.source_file = "x";
 	EXPECT_EQ(CodeImage::from(bad, image), -EINVAL); // past the code
+}
+
+TEST(CodeImage, SizeVersions)
+{
+	perfjit_inline in[1] = {{0, 4, "g", "g.src", 3, 1}};
+	struct {
+		perfjit_code c;
+		uint64_t later; // a field of a later version of the header
+	} big{};
+	CodeImage image;
+
+	big.c.size = PERFJIT_CODE_SIZE_VER0;
+	big.c.name = "f";
+	big.c.addr = kCode;
+	big.c.len = sizeof(kCode);
+	big.c.inlines = in; // past the size given: not read
+	big.c.nr_inlines = 1;
+	ASSERT_EQ(CodeImage::from(big.c, image), 0);
+	EXPECT_TRUE(image.inlines.empty());
+	big.c.size = sizeof(big.c);
+	ASSERT_EQ(CodeImage::from(big.c, image), 0);
+	EXPECT_EQ(image.inlines.size(), 1u);
+	// A later header's fields this library does not know must be zero.
+	big.c.size = sizeof(big);
+	EXPECT_EQ(CodeImage::from(big.c, image), 0);
+	big.later = 1;
+	EXPECT_EQ(CodeImage::from(big.c, image), -E2BIG);
+	big.later = 0;
+	big.c.size = 8192;
+	EXPECT_EQ(CodeImage::from(big.c, image), -E2BIG);
+}
+
+TEST(CodeImage, InliningMustNest)
+{
+	perfjit_code c{};
+	CodeImage image;
+
+	c.size = sizeof(c);
+	c.name = "f";
+	c.addr = kCode;
+	c.len = sizeof(kCode);
+	auto check = [&](std::vector<perfjit_inline> in) {
+		c.inlines = in.data();
+		c.nr_inlines = in.size();
+		return CodeImage::from(c, image);
+	};
+	EXPECT_EQ(check({{0, 4, "g", nullptr, 3, 1},
+			 {1, 3, "h", nullptr, 5, 2},
+			 {6, 9, "g", "", 4, 1}}),
+		  0);
+	EXPECT_EQ(check({{0, 4, "g", nullptr, 3, 2}}), -EINVAL); // no caller
+	EXPECT_EQ(check({{0, 4, "g", nullptr, 3, 1}, {3, 6, "h", nullptr, 5, 2}}),
+		  -EINVAL);					  // outside
+	EXPECT_EQ(check({{4, 4, "g", nullptr, 3, 1}}), -EINVAL);  // empty
+	EXPECT_EQ(check({{0, 12, "g", nullptr, 3, 1}}), -EINVAL); // past the code
+	EXPECT_EQ(check({{6, 8, "g", nullptr, 3, 1}, {0, 4, "g", nullptr, 3, 1}}),
+		  -EINVAL);					     // order
+	EXPECT_EQ(check({{0, 4, nullptr, nullptr, 3, 1}}), -EINVAL); // no name
+	c.nr_inlines = 1;
+	c.inlines = nullptr;
+	EXPECT_EQ(CodeImage::from(c, image), -EINVAL);
+}
+
+// Inlined calls become DW_TAG_inlined_subroutine entries that libdw and
+// addr2line -i (what perf report --inline runs) read back, innermost first,
+// with each caller's line; the line table gives the inlined code's lines in
+// its own file.
+TEST(SideFile, InliningReadByLibdwAndAddr2line)
+{
+	TempDir dir;
+	CodeImage image = make_image("Outer.run()");
+	image.source_file = "pkg/Outer.java";
+	image.lines = {{0, 10, 0}, {2, 20, 0}, {5, 30, 0}, {8, 11, 0}};
+	image.inlines = {{2, 8, "Mid.step()", "pkg/Mid.java", 10, 1},
+			 {5, 7, "Leaf.get()", "other/Leaf.java", 21, 2}};
+	const BuildId id = build_id_of(image);
+	CodeImage plain = image;
+	plain.inlines.clear();
+	EXPECT_NE(id, build_id_of(plain));
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	const std::string path = side_file_path(dir.path(), id);
+	UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+	ASSERT_TRUE(fd);
+	std::unique_ptr<Dwarf, int (*)(Dwarf *)> dw(dwarf_begin(fd.get(), DWARF_C_READ), dwarf_end);
+	ASSERT_TRUE(dw) << dwarf_errmsg(-1);
+	Dwarf_Die cu;
+	ASSERT_TRUE(dwarf_addrdie(dw.get(), kTextOffset + 6, &cu)) << dwarf_errmsg(-1);
+
+	// The innermost scope is the inlined call, named by its abstract
+	// origin, with the line of the call in its caller.
+	Dwarf_Die *scopes = nullptr;
+	const int n = dwarf_getscopes(&cu, kTextOffset + 6, &scopes);
+	std::unique_ptr<Dwarf_Die, void (*)(void *)> own(scopes, free);
+	ASSERT_GT(n, 0) << dwarf_errmsg(-1);
+	EXPECT_EQ(dwarf_tag(&scopes[0]), DW_TAG_inlined_subroutine);
+	EXPECT_STREQ(dwarf_diename(&scopes[0]), "Leaf.get()");
+	Dwarf_Attribute attr;
+	Dwarf_Word call_line = 0;
+	ASSERT_TRUE(dwarf_attr(&scopes[0], DW_AT_call_line, &attr));
+	ASSERT_EQ(dwarf_formudata(&attr, &call_line), 0);
+	EXPECT_EQ(call_line, 21u);
+	for (auto [off, file, line] :
+	     {std::tuple<uint64_t, const char *, int>{0, "pkg/Outer.java", 10},
+	      {3, "pkg/Mid.java", 20},
+	      {6, "other/Leaf.java", 30},
+	      {9, "pkg/Outer.java", 11}}) {
+		Dwarf_Line *l = dwarf_getsrc_die(&cu, kTextOffset + off);
+		int lineno = 0;
+
+		ASSERT_TRUE(l) << "offset " << off;
+		ASSERT_EQ(dwarf_lineno(l, &lineno), 0);
+		EXPECT_EQ(lineno, line) << "offset " << off;
+		EXPECT_STREQ(dwarf_linesrc(l, nullptr, nullptr), file) << "offset " << off;
+	}
+	if (has_program("addr2line")) {
+		EXPECT_EQ(run_output("addr2line -i -f -e " + path + " 0x86"),
+			  "Leaf.get()\nother/Leaf.java:30\nMid.step()\npkg/Mid.java:21\n"
+			  "Outer.run()\npkg/Outer.java:10\n");
+	}
 }
