@@ -1,0 +1,598 @@
+// SPDX-License-Identifier: LGPL-2.1-or-later
+//
+// libperfjit-jvmti.so: a JVMTI agent that announces the code a JVM
+// compiles through libperfjit, so that perf names Java methods with no
+// perf inject step:
+//
+//   java -agentpath:/path/libperfjit-jvmti.so[=OPTIONS] ...
+//   jcmd PID JVMTI.agent_load /path/libperfjit-jvmti.so [OPTIONS]
+//
+// Each compiled method is a code region of its own, each compilation of a
+// method a new generation (a build-id of its own). Its side file has the
+// method's Java source lines and what the compiler inlined into it, so
+// perf annotate shows Java lines and perf report --inline the inlined
+// frames. Interpreter, stubs and adapters are regions with their names.
+//
+// OPTIONS, comma-separated:
+//   sig=params   java.util.HashMap.getNode(Object) (the default)
+//   sig=full     java.util.HashMap.getNode(java.lang.Object)
+//   sig=none     java.util.HashMap.getNode
+//   gen=name     a recompiled method's name ends with " [gen N]" (default)
+//   gen=none     generations share the name (their DSOs still differ)
+//   inline=0     no inlining in the side files
+//   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
+//   dir=PATH     the build-id cache for side files ($PERF_BUILDID_DIR,
+//                else ~/.debug)
+#include <jvmti.h>
+#include <jvmticmlr.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "perfjit.hpp"
+
+namespace
+{
+
+enum class Signatures { none, params, full };
+
+struct Options {
+	Signatures sig = Signatures::params;
+	bool generation_names = true;
+	bool inlining = true;
+	uint32_t mode = PERFJIT_MODE_AUTO;
+	std::string dir;
+};
+
+void warn(const char *fmt, const std::string &arg)
+{
+	fprintf(stderr, "libperfjit-jvmti: ");
+	fprintf(stderr, fmt, arg.c_str());
+	fputc('\n', stderr);
+}
+
+std::optional<Options> parse_options(const char *text)
+{
+	Options o;
+	std::string all = text ? text : "";
+
+	for (size_t pos = 0; pos < all.size();) {
+		size_t end = all.find(',', pos);
+		if (end == std::string::npos)
+			end = all.size();
+		const std::string item = all.substr(pos, end - pos);
+		pos = end + 1;
+		const size_t eq = item.find('=');
+		const std::string key = item.substr(0, eq);
+		const std::string val = eq == std::string::npos ? "" : item.substr(eq + 1);
+
+		if (item.empty())
+			continue;
+		if (key == "sig" && val == "params")
+			o.sig = Signatures::params;
+		else if (key == "sig" && val == "full")
+			o.sig = Signatures::full;
+		else if (key == "sig" && val == "none")
+			o.sig = Signatures::none;
+		else if (key == "gen" && (val == "name" || val == "none"))
+			o.generation_names = val == "name";
+		else if (key == "inline" && (val == "0" || val == "1"))
+			o.inlining = val == "1";
+		else if (key == "mode" && val == "auto")
+			o.mode = PERFJIT_MODE_AUTO;
+		else if (key == "mode" && val == "code-region")
+			o.mode = PERFJIT_MODE_CODE_REGION;
+		else if (key == "mode" && val == "perf-map")
+			o.mode = PERFJIT_MODE_PERF_MAP;
+		else if (key == "mode" && val == "jitdump")
+			o.mode = PERFJIT_MODE_JITDUMP;
+		else if (key == "dir" && !val.empty())
+			o.dir = val;
+		else {
+			warn("unknown option '%s' (see the comment at the top of agent.cpp)", item);
+			return std::nullopt;
+		}
+	}
+	return o;
+}
+
+// Memory the JVM allocated for a result, given back when done.
+template <typename T>
+class JvmtiMem
+{
+public:
+	explicit JvmtiMem(jvmtiEnv *env) : env_(env) {}
+	~JvmtiMem()
+	{
+		if (p_)
+			env_->Deallocate(reinterpret_cast<unsigned char *>(p_));
+	}
+	JvmtiMem(const JvmtiMem &) = delete;
+	JvmtiMem &operator=(const JvmtiMem &) = delete;
+	T **out() { return &p_; }
+	T *get() const { return p_; }
+
+private:
+	jvmtiEnv *env_;
+	T *p_ = nullptr;
+};
+
+// "Ljava/util/HashMap;" -> "java.util.HashMap"; "[I" -> "int[]".
+// @simple drops the package. Advances @p past the type.
+std::string java_type(const char *&p, bool simple)
+{
+	int dims = 0;
+	std::string t;
+
+	while (*p == '[') {
+		dims++;
+		p++;
+	}
+	switch (*p) {
+	case 'B':
+		t = "byte";
+		break;
+	case 'C':
+		t = "char";
+		break;
+	case 'D':
+		t = "double";
+		break;
+	case 'F':
+		t = "float";
+		break;
+	case 'I':
+		t = "int";
+		break;
+	case 'J':
+		t = "long";
+		break;
+	case 'S':
+		t = "short";
+		break;
+	case 'Z':
+		t = "boolean";
+		break;
+	case 'V':
+		t = "void";
+		break;
+	case 'L': {
+		const char *end = strchr(p, ';');
+		if (!end)
+			end = p + strlen(p) - 1;
+		t.assign(p + 1, end);
+		std::replace(t.begin(), t.end(), '/', '.');
+		if (simple && t.rfind('.') != std::string::npos)
+			t = t.substr(t.rfind('.') + 1);
+		p = end;
+		break;
+	}
+	default:
+		return "?";
+	}
+	if (*p)
+		p++;
+	while (dims--)
+		t += "[]";
+	return t;
+}
+
+std::string class_name(const char *sig)
+{
+	const char *p = sig;
+
+	return java_type(p, false);
+}
+
+// What perf shows for a method: class, name and, as chosen, its parameters.
+std::string method_name(const char *klass, const char *name, const char *sig, Signatures how)
+{
+	std::string s = class_name(klass) + "." + name;
+
+	if (how == Signatures::none || !sig || *sig != '(')
+		return s;
+	s += '(';
+	for (const char *p = sig + 1; *p && *p != ')';) {
+		if (s.back() != '(')
+			s += ", ";
+		s += java_type(p, how == Signatures::params);
+	}
+	return s + ')';
+}
+
+// What the agent knows of a method once: its name, source file and lines.
+struct Method {
+	std::string name;
+	std::string source;				   // "java/util/HashMap.java", or empty
+	std::vector<std::pair<jlocation, uint32_t>> lines; // bci, line: sorted
+	uint32_t compiles = 0;				   // generations so far
+
+	uint32_t line_at(jint bci) const
+	{
+		auto it = std::upper_bound(lines.begin(), lines.end(),
+					   std::make_pair(static_cast<jlocation>(bci), UINT32_MAX));
+		return it == lines.begin() ? 0 : std::prev(it)->second;
+	}
+};
+
+class Agent
+{
+public:
+	static Agent *instance;
+
+	Agent(jvmtiEnv *jvmti, Options opts) : jvmti_(jvmti), opts_(std::move(opts)) {}
+	int start(bool live);
+	void compiled(jmethodID method, jint size, const void *addr, jint map_len,
+		      const jvmtiAddrLocationMap *map, const void *info);
+	void unloaded(const void *addr);
+	void generated(const char *name, const void *addr, jint len);
+	void stop();
+
+private:
+	Method &method(jmethodID id);
+	int load(perfjit_code &code);
+
+	jvmtiEnv *jvmti_;
+	Options opts_;
+	// Shared by the callbacks, which the JVM's compiler threads run at
+	// once; stop() takes it alone to close the session.
+	std::shared_mutex session_lock_;
+	std::unique_ptr<perfjit::Session> session_;
+	std::mutex methods_lock_;
+	std::unordered_map<jmethodID, Method> methods_;
+};
+
+Agent *Agent::instance = nullptr;
+
+Method &Agent::method(jmethodID id)
+{
+	auto it = methods_.find(id);
+	if (it != methods_.end())
+		return it->second;
+
+	Method m;
+	jclass klass = nullptr;
+	JvmtiMem<char> name(jvmti_), sig(jvmti_), ksig(jvmti_), source(jvmti_);
+	if (jvmti_->GetMethodName(id, name.out(), sig.out(), nullptr) != JVMTI_ERROR_NONE ||
+	    jvmti_->GetMethodDeclaringClass(id, &klass) != JVMTI_ERROR_NONE ||
+	    jvmti_->GetClassSignature(klass, ksig.out(), nullptr) != JVMTI_ERROR_NONE) {
+		m.name = "java.unknown";
+		return methods_[id] = m;
+	}
+	m.name = method_name(ksig.get(), name.get(), sig.get(), opts_.sig);
+	if (jvmti_->GetSourceFileName(klass, source.out()) == JVMTI_ERROR_NONE) {
+		// The package's directory, as in the JDK's src.zip and a source tree.
+		std::string k = ksig.get() + 1;
+		const size_t slash = k.rfind('/');
+		m.source =
+			(slash == std::string::npos ? "" : k.substr(0, slash + 1)) + source.get();
+	}
+	jint n = 0;
+	JvmtiMem<jvmtiLineNumberEntry> table(jvmti_);
+	if (!m.source.empty() &&
+	    jvmti_->GetLineNumberTable(id, &n, table.out()) == JVMTI_ERROR_NONE) {
+		for (jint i = 0; i < n; i++)
+			m.lines.emplace_back(table.get()[i].start_location,
+					     static_cast<uint32_t>(table.get()[i].line_number));
+		std::sort(m.lines.begin(), m.lines.end());
+	}
+	return methods_[id] = std::move(m);
+}
+
+int Agent::load(perfjit_code &code)
+{
+	std::shared_lock<std::shared_mutex> guard(session_lock_);
+
+	if (!session_)
+		return -ESHUTDOWN;
+	std::error_code err = session_->load(code);
+	// Code freed without an event (stubs and adapters have none, and a
+	// recompile can reuse an address before the unload is posted): the
+	// new code replaces the old.
+	if (err == perfjit::make_error(-EEXIST)) {
+		session_->unload(code.addr);
+		err = session_->load(code);
+	}
+	return -err.value();
+}
+
+// One compiled method: a region named by the method and its generation,
+// with Java lines and the inlined methods from the compiler's PC records.
+void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
+		     const jvmtiAddrLocationMap *map, const void *info)
+{
+	struct Step {
+		uint64_t offset;
+		std::vector<std::pair<jmethodID, jint>> frames; // outermost first
+	};
+	std::vector<Step> steps;
+
+	for (auto *h = static_cast<const jvmtiCompiledMethodLoadRecordHeader *>(info); h;
+	     h = h->next) {
+		if (h->kind != JVMTI_CMLR_INLINE_INFO)
+			continue;
+		const auto *rec = reinterpret_cast<const jvmtiCompiledMethodLoadInlineRecord *>(h);
+		for (jint i = 0; i < rec->numpcs; i++) {
+			const PCStackInfo &pc = rec->pcinfo[i];
+			const auto off = static_cast<uint64_t>(static_cast<const char *>(pc.pc) -
+							       static_cast<const char *>(addr));
+			if (off >= static_cast<uint64_t>(size) || pc.numstackframes < 1)
+				continue;
+			Step s{off, {}};
+			for (jint f = pc.numstackframes - 1; f >= 0; f--)
+				s.frames.emplace_back(pc.methods[f], pc.bcis[f]);
+			steps.push_back(std::move(s));
+		}
+	}
+	if (steps.empty()) {
+		// No compiler records: the address map, of the method alone.
+		for (jint i = 0; map && i < map_len; i++) {
+			const auto off = static_cast<uint64_t>(
+				static_cast<const char *>(map[i].start_address) -
+				static_cast<const char *>(addr));
+			if (off < static_cast<uint64_t>(size))
+				steps.push_back({off, {{id, static_cast<jint>(map[i].location)}}});
+		}
+	}
+	std::stable_sort(steps.begin(), steps.end(),
+			 [](const Step &a, const Step &b) { return a.offset < b.offset; });
+
+	std::string name, source;
+	uint32_t generation;
+	std::vector<perfjit_line> lines;
+	std::vector<perfjit_inline> inlines;
+	std::vector<std::string> strings; // what inlines point into
+	{
+		std::lock_guard<std::mutex> guard(methods_lock_);
+		Method &m = method(id);
+
+		generation = m.compiles++;
+		name = m.name;
+		if (generation && opts_.generation_names)
+			name += " [gen " + std::to_string(generation) + "]";
+		source = m.source;
+
+		// Each step's frames hold from its offset to the next one's. An
+		// inlined call stays open while the steps that follow have it,
+		// called from the same place, at the same depth.
+		std::vector<std::pair<jmethodID, jint>> open; // callee, caller's bci
+		std::vector<size_t> open_at;		      // index in inlines
+		for (const Step &s : steps) {
+			if (s.frames.front().first != id)
+				continue; // not this method's scope: skip it
+			const size_t depth = opts_.inlining ? s.frames.size() - 1 : 0;
+			size_t keep = 0;
+			while (keep < open.size() && keep < depth &&
+			       open[keep] == std::make_pair(s.frames[keep + 1].first,
+							    s.frames[keep].second))
+				keep++;
+			for (size_t d = keep; d < open.size(); d++)
+				inlines[open_at[d]].end = s.offset;
+			open.resize(keep);
+			open_at.resize(keep);
+			for (size_t d = keep; d < depth; d++) {
+				const Method &callee = method(s.frames[d + 1].first);
+				const Method &caller = method(s.frames[d].first);
+
+				open.emplace_back(s.frames[d + 1].first, s.frames[d].second);
+				open_at.push_back(inlines.size());
+				strings.push_back(callee.name);
+				strings.push_back(callee.source);
+				inlines.push_back({s.offset, static_cast<uint64_t>(size), nullptr,
+						   nullptr, caller.line_at(s.frames[d].second),
+						   static_cast<uint32_t>(d + 1)});
+			}
+			// The line of the innermost frame shown, in its own file.
+			const auto &inner = s.frames[depth];
+			const uint32_t line = method(inner.first).line_at(inner.second);
+			if (!line)
+				continue;
+			if (!lines.empty() && lines.back().offset == s.offset)
+				lines.back().line = line;
+			else if (lines.empty() || lines.back().line != line)
+				lines.push_back({s.offset, line, 0});
+		}
+	}
+	// Ranges a later step closed at its own offset can be empty.
+	std::vector<perfjit_inline> kept;
+	for (size_t i = 0; i < inlines.size(); i++) {
+		inlines[i].name = strings[2 * i].c_str();
+		inlines[i].file = strings[2 * i + 1].empty() ? nullptr : strings[2 * i + 1].c_str();
+		if (inlines[i].start < inlines[i].end)
+			kept.push_back(inlines[i]);
+	}
+
+	perfjit_code code{};
+	code.size = sizeof(code);
+	code.generation = generation;
+	code.name = name.c_str();
+	code.addr = addr;
+	code.len = static_cast<size_t>(size);
+	if (!source.empty() && !lines.empty()) {
+		code.source_file = source.c_str();
+		code.lines = lines.data();
+		code.nr_lines = lines.size();
+	}
+	code.inlines = kept.data();
+	code.nr_inlines = kept.size();
+	int err = load(code);
+	if (err == -EINVAL && code.nr_inlines) {
+		// Records the library refuses (ranges that do not nest): the
+		// method is still worth its name and lines.
+		code.inlines = nullptr;
+		code.nr_inlines = 0;
+		err = load(code);
+	}
+	if (err && err != -ESHUTDOWN)
+		warn("cannot announce %s", name + ": " + perfjit_strerror(err));
+}
+
+void Agent::unloaded(const void *addr)
+{
+	std::shared_lock<std::shared_mutex> guard(session_lock_);
+
+	if (session_)
+		session_->unload(addr);
+}
+
+void Agent::generated(const char *name, const void *addr, jint len)
+{
+	perfjit_code code{};
+
+	if (!name || !addr || len <= 0)
+		return;
+	code.size = sizeof(code);
+	code.name = name;
+	code.addr = addr;
+	code.len = static_cast<size_t>(len);
+	const int err = load(code);
+	if (err && err != -ESHUTDOWN)
+		warn("cannot announce %s", std::string(name) + ": " + perfjit_strerror(err));
+}
+
+void Agent::stop()
+{
+	std::unique_lock<std::shared_mutex> guard(session_lock_);
+
+	// perfjit_close() waits for the side files still pending.
+	session_.reset();
+}
+
+void JNICALL on_compiled_method_load(jvmtiEnv *, jmethodID method, jint size, const void *addr,
+				     jint map_len, const jvmtiAddrLocationMap *map,
+				     const void *info)
+{
+	try {
+		Agent::instance->compiled(method, size, addr, map_len, map, info);
+	} catch (...) {
+		// Out of memory: this method stays unnamed.
+	}
+}
+
+void JNICALL on_compiled_method_unload(jvmtiEnv *, jmethodID, const void *addr)
+{
+	Agent::instance->unloaded(addr);
+}
+
+void JNICALL on_dynamic_code(jvmtiEnv *, const char *name, const void *addr, jint len)
+{
+	try {
+		Agent::instance->generated(name, addr, len);
+	} catch (...) {
+	}
+}
+
+void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
+{
+	Agent::instance->stop();
+}
+
+int Agent::start(bool live)
+{
+	jvmtiCapabilities caps{};
+	caps.can_generate_compiled_method_load_events = 1;
+	caps.can_get_source_file_name = 1;
+	caps.can_get_line_numbers = 1;
+	if (jvmti_->AddCapabilities(&caps) != JVMTI_ERROR_NONE) {
+		warn("%s", "the JVM cannot report compiled methods");
+		return JNI_ERR;
+	}
+
+	perfjit_options po{};
+	po.size = sizeof(po);
+	po.mode = opts_.mode;
+	po.fallback = PERFJIT_MODE_PERF_MAP;
+	po.buildid_dir = opts_.dir.empty() ? nullptr : opts_.dir.c_str();
+	auto session = std::make_unique<perfjit::Session>(&po);
+	if (!session->ok()) {
+		warn("%s", "cannot open a libperfjit session: " + session->error().message());
+		return JNI_ERR;
+	}
+	session_ = std::move(session);
+
+	jvmtiEventCallbacks cb{};
+	cb.CompiledMethodLoad = on_compiled_method_load;
+	cb.CompiledMethodUnload = on_compiled_method_unload;
+	cb.DynamicCodeGenerated = on_dynamic_code;
+	cb.VMDeath = on_vm_death;
+	if (jvmti_->SetEventCallbacks(&cb, sizeof(cb)) != JVMTI_ERROR_NONE)
+		return JNI_ERR;
+	for (jvmtiEvent e : {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+			     JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH}) {
+		if (jvmti_->SetEventNotificationMode(JVMTI_ENABLE, e, nullptr) != JVMTI_ERROR_NONE)
+			return JNI_ERR;
+	}
+	// Loaded into a running JVM: the code compiled before is announced
+	// now. Later recorders get the library's rundown of all of it.
+	if (live) {
+		jvmti_->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
+		jvmti_->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
+	}
+	return JNI_OK;
+}
+
+jint start_agent(JavaVM *vm, const char *options, bool live)
+{
+	static std::mutex once;
+	std::lock_guard<std::mutex> guard(once);
+
+	if (Agent::instance) {
+		warn("%s", "already loaded; the second load is ignored");
+		return JNI_OK;
+	}
+	auto opts = parse_options(options);
+	if (!opts)
+		return JNI_ERR;
+	jvmtiEnv *jvmti = nullptr;
+	if (vm->GetEnv(reinterpret_cast<void **>(&jvmti), JVMTI_VERSION_1_2) != JNI_OK) {
+		warn("%s", "no JVMTI 1.2 in this JVM");
+		return JNI_ERR;
+	}
+	try {
+		// Lives as long as the JVM: callbacks may come until it exits.
+		auto agent = std::make_unique<Agent>(jvmti, std::move(*opts));
+		Agent::instance = agent.get();
+		if (agent->start(live) != JNI_OK) {
+			Agent::instance = nullptr;
+			jvmti->DisposeEnvironment();
+			return JNI_ERR;
+		}
+		agent.release();
+	} catch (...) {
+		Agent::instance = nullptr;
+		return JNI_ERR;
+	}
+	return JNI_OK;
+}
+
+} // namespace
+
+extern "C" {
+
+JNIEXPORT jint JNICALL Agent_OnLoad(JavaVM *vm, char *options, void *)
+{
+	return start_agent(vm, options, false);
+}
+
+JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *)
+{
+	return start_agent(vm, options, true);
+}
+
+JNIEXPORT void JNICALL Agent_OnUnload(JavaVM *)
+{
+	if (Agent::instance)
+		Agent::instance->stop();
+}
+
+} // extern "C"
