@@ -119,11 +119,12 @@ class Results:
         self.slowdown = read_csv(raw, "slowdown.csv")
         self.e2e = read_csv(raw, "e2e.csv")
         self.attach = read_csv(raw, "attach.csv")
+        self.java = read_csv(raw, "java.csv")
         self.targets = []  # (name, measured, verdict)
 
     def empty(self):
         return not any([self.mapcost, self.buildid, self.announce, self.report,
-                        self.slowdown, self.e2e, self.attach])
+                        self.slowdown, self.e2e, self.attach, self.java])
 
     # ---- 1. mapping cost ----
     def mapcost_medians(self):
@@ -513,10 +514,75 @@ class Results:
                                  "PASS" if worst >= 0.99 else "MISS"))
         return "\n".join(md)
 
+    # ---- 7. Java ----
+    def section_java(self):
+        md = ["## 7. Java: libperfjit's agent against perf's agent", "", TCG_NOTE, ""]
+        names = ["JVM run time under an MMAP3 recording within 1.10x of perf's agent",
+                 "Java record-to-report at least 5x faster than jitdump + inject",
+                 "Java disk at most half of jitdump + inject",
+                 "Java: at least as many JIT samples named as perf's agent",
+                 "Java: inlined frames where perf's agent has none"]
+        ok = [r for r in self.java if r["status"] == "ok"]
+        if not ok:
+            md.append("No results (no JDK in the guest, or every run failed).")
+            self.targets += [(n, "not measured", "MISS") for n in names]
+            return "\n".join(md)
+        md.append(
+            f"The Java workload (`demo/java`: hot loops, inlined helpers, a call site that "
+            f"deoptimizes and recompiles, a class loader whose code is unloaded) with fixed work "
+            f"(`--calls {self.info.get('java_calls', '?')}`) on OpenJDK 17 under `perf record -N -k 1 "
+            f"-e cpu-clock -F 1000`, {self.info.get('java_rounds', '?')} rounds, the order of the "
+            f"pipelines alternating, after an untimed warm-up run. **code-regions**: "
+            f"`-agentpath:libperfjit-jvmti.so`, then `perf report`. **perf-agent**: "
+            f"`-agentpath:libperf-jvmti.so` (jitdump), `perf inject --jit`, `perf report`. "
+            f"**none**: no agent. JVM: the recorded JVM's wall time. Disk: perf.data files, "
+            f"jitdump, the jitted `.so` files and side files. Named: samples in JIT code "
+            f"(`perf script -G`) that resolve to a symbol. Inlined: `DW_TAG_inlined_subroutine` "
+            f"entries in the JIT's files.")
+        md.append("")
+        by = defaultdict(list)
+        for r in ok:
+            by[r["pipeline"]].append(r)
+
+        def m(pipe, key):
+            return med([num(r[key]) for r in by.get(pipe, []) if num(r[key]) is not None])
+
+        rows = []
+        for pipe in ("code-regions", "perf-agent", "none"):
+            if pipe not in by:
+                continue
+            js, jn = m(pipe, "jit_samples"), m(pipe, "named")
+            rows.append([pipe, fmt(m(pipe, "jvm_s"), 2, " s"), fmt(m(pipe, "inject_s"), 2, " s"),
+                         fmt(m(pipe, "report_s"), 2, " s"), fmt(m(pipe, "total_s"), 2, " s"),
+                         fmt(m(pipe, "disk_kb"), 0, " KiB"), fmt(m(pipe, "jit_files"), 0),
+                         f"{100 * jn / js:.1f}%" if js else "–", fmt(m(pipe, "inlined"), 0)])
+        md.append(table(["pipeline", "JVM", "inject", "report", "record to report", "disk",
+                         "JIT files", "JIT samples named", "inlined calls"], rows))
+        cr, pa = "code-regions", "perf-agent"
+        if cr in by and pa in by:
+            jvm = ratio(m(cr, "jvm_s"), m(pa, "jvm_s"))
+            e2e = ratio(m(pa, "total_s"), m(cr, "total_s"))
+            disk = ratio(m(cr, "disk_kb"), m(pa, "disk_kb"))
+            share = lambda p: m(p, "named") / m(p, "jit_samples") if m(p, "jit_samples") else 0
+            self.targets.append((names[0], f"{fmt_ratio(jvm)} of perf's agent",
+                                 "PASS" if jvm and jvm <= 1.10 else "MISS"))
+            self.targets.append((names[1], f"{fmt_ratio(e2e)} faster",
+                                 "PASS" if e2e and e2e >= 5 else "MISS"))
+            self.targets.append((names[2], f"{fmt_ratio(disk)} of perf's agent's",
+                                 "PASS" if disk and disk <= 0.5 else "MISS"))
+            self.targets.append((names[3], f"{100 * share(cr):.1f}% against {100 * share(pa):.1f}%",
+                                 "PASS" if share(cr) >= share(pa) else "MISS"))
+            self.targets.append((names[4], f"{fmt(m(cr, 'inlined'), 0)} against {fmt(m(pa, 'inlined'), 0)}",
+                                 "PASS" if (m(cr, "inlined") or 0) > 0 and not m(pa, "inlined") else "MISS"))
+        else:
+            self.targets += [(n, "a pipeline failed", "MISS") for n in names]
+        return "\n".join(md)
+
     # ---- the document ----
     def markdown(self):
         sections = [self.section_mapcost(), self.section_announce(), self.section_e2e(),
-                    self.section_slowdown(), self.section_report(), self.section_attach()]
+                    self.section_slowdown(), self.section_report(), self.section_attach(),
+                    self.section_java()]
         i = self.info
         head = ["# mmap3 benchmarks", ""]
         if i.get("quick") == "1":
@@ -542,7 +608,8 @@ class Results:
                            f"end to end: {i.get('e2e_sizes', '?').replace(' ', ', ')} functions; "
                            f"slowdown: {i.get('sd_rounds', '?')} x {i.get('sd_funcs', '?')} functions; "
                            f"report: {i.get('rt_iters', '?')} mmaps, {i.get('rt_runs', '?')} runs; "
-                           f"attach: {i.get('att_sizes', '?').replace(' ', ', ')} functions"],
+                           f"attach: {i.get('att_sizes', '?').replace(' ', ', ')} functions; "
+                           f"Java: {i.get('java_rounds', '?')} rounds, --calls {i.get('java_calls', '?')}"],
             ]),
             "",
             "## Targets",
