@@ -172,7 +172,12 @@ PERFJIT_API void perfjit_close(perfjit_session *session);
 PERFJIT_API int perfjit_mode(const perfjit_session *session);
 /* The build-id (20 bytes) of the code loaded at @addr. */
 PERFJIT_API int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20]);
-/* The side file of the code loaded at @addr, if stored: copied to @path. */
+/*
+ * The side file of the code loaded at @addr, once stored (this waits for
+ * the library's thread): copied to @path. -ENODATA if nobody recorded the
+ * code; the error of the write if the file could not be stored (a load
+ * does not wait for the write, so it cannot report it).
+ */
 PERFJIT_API int perfjit_side_file(perfjit_session *session, const void *addr, char *path,
 				  size_t size);
 PERFJIT_API const char *perfjit_strerror(int err);

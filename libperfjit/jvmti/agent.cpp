@@ -178,6 +178,9 @@ std::string java_type(const char *&p, bool simple)
 		break;
 	}
 	default:
+		// Not a descriptor the JVM verified: step over it.
+		if (*p)
+			p++;
 		return "?";
 	}
 	if (*p)
@@ -234,13 +237,13 @@ public:
 	int start(bool live);
 	void compiled(jmethodID method, jint size, const void *addr, jint map_len,
 		      const jvmtiAddrLocationMap *map, const void *info);
-	void unloaded(const void *addr);
+	void unloaded(jmethodID method, const void *addr);
 	void generated(const char *name, const void *addr, jint len);
 	void stop();
 
 private:
 	Method &method(jmethodID id);
-	int load(perfjit_code &code);
+	int load(perfjit_code &code, jmethodID owner);
 
 	jvmtiEnv *jvmti_;
 	Options opts_;
@@ -248,6 +251,16 @@ private:
 	// once; stop() takes it alone to close the session.
 	std::shared_mutex session_lock_;
 	std::unique_ptr<perfjit::Session> session_;
+	// Who owns the code at each address, for CompiledMethodUnload: the
+	// JVM posts it from another thread, after the address may already
+	// hold new code. @stale counts the unloads still to come for code
+	// that new code replaced.
+	struct Owner {
+		jmethodID method = nullptr; // nullptr: stubs, which have no unload
+		unsigned stale = 0;
+	};
+	std::mutex owners_lock_;
+	std::unordered_map<const void *, Owner> owners_;
 	std::mutex methods_lock_;
 	std::unordered_map<jmethodID, Method> methods_;
 };
@@ -289,21 +302,30 @@ Method &Agent::method(jmethodID id)
 	return methods_[id] = std::move(m);
 }
 
-int Agent::load(perfjit_code &code)
+int Agent::load(perfjit_code &code, jmethodID owner)
 {
 	std::shared_lock<std::shared_mutex> guard(session_lock_);
+	std::lock_guard<std::mutex> owners(owners_lock_);
 
 	if (!session_)
 		return -ESHUTDOWN;
 	std::error_code err = session_->load(code);
-	// Code freed without an event (stubs and adapters have none, and a
-	// recompile can reuse an address before the unload is posted): the
-	// new code replaces the old.
+	Owner &o = owners_[code.addr];
+	// Code freed without an event (stubs and adapters have none), or
+	// whose unload the JVM has yet to post: the new code replaces it, and
+	// that unload, when it comes, is not for the new code.
 	if (err == perfjit::make_error(-EEXIST)) {
 		session_->unload(code.addr);
 		err = session_->load(code);
+		if (o.method)
+			o.stale++;
 	}
-	return -err.value();
+	if (err) {
+		owners_.erase(code.addr);
+		return -err.value();
+	}
+	o.method = owner;
+	return 0;
 }
 
 // One compiled method: a region named by the method and its generation,
@@ -362,14 +384,20 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 			name += " [gen " + std::to_string(generation) + "]";
 		source = m.source;
 
-		// Each step's frames hold from its offset to the next one's. An
-		// inlined call stays open while the steps that follow have it,
+		// A PC record holds for the code after the record before it, up
+		// to and including its own pc (HotSpot's PcDesc lookup): a return
+		// address, what a call chain has, is its call's record. An
+		// inlined call stays open while the records that follow have it,
 		// called from the same place, at the same depth.
 		std::vector<std::pair<jmethodID, jint>> open; // callee, caller's bci
 		std::vector<size_t> open_at;		      // index in inlines
-		for (const Step &s : steps) {
-			if (s.frames.front().first != id)
-				continue; // not this method's scope: skip it
+		uint64_t next = 0;			      // where the next record's code starts
+		jmethodID last_inner = nullptr;
+		for (const Step &step : steps) {
+			if (step.frames.front().first != id || step.offset < next)
+				continue; // not this method's scope, or a repeated pc
+			Step s{next, step.frames};
+			next = step.offset + 1;
 			const size_t depth = opts_.inlining ? s.frames.size() - 1 : 0;
 			size_t keep = 0;
 			while (keep < open.size() && keep < depth &&
@@ -388,8 +416,8 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 				open_at.push_back(inlines.size());
 				strings.push_back(callee.name);
 				strings.push_back(callee.source);
-				inlines.push_back({s.offset, static_cast<uint64_t>(size), nullptr,
-						   nullptr, caller.line_at(s.frames[d].second),
+				inlines.push_back({s.offset, 0, nullptr, nullptr,
+						   caller.line_at(s.frames[d].second),
 						   static_cast<uint32_t>(d + 1)});
 			}
 			// The line of the innermost frame shown, in its own file.
@@ -397,13 +425,17 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 			const uint32_t line = method(inner.first).line_at(inner.second);
 			if (!line)
 				continue;
-			if (!lines.empty() && lines.back().offset == s.offset)
-				lines.back().line = line;
-			else if (lines.empty() || lines.back().line != line)
+			// Another method's code starts a row even on the same
+			// line number: the row's file is that method's.
+			if (lines.empty() || lines.back().line != line || last_inner != inner.first)
 				lines.push_back({s.offset, line, 0});
+			last_inner = inner.first;
 		}
+		// The code after the last record (stubs, handlers) is nobody's.
+		for (size_t at : open_at)
+			inlines[at].end = std::min<uint64_t>(next, static_cast<uint64_t>(size));
 	}
-	// Ranges a later step closed at its own offset can be empty.
+	// Ranges closed where they opened are empty.
 	std::vector<perfjit_inline> kept;
 	for (size_t i = 0; i < inlines.size(); i++) {
 		inlines[i].name = strings[2 * i].c_str();
@@ -425,24 +457,35 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 	}
 	code.inlines = kept.data();
 	code.nr_inlines = kept.size();
-	int err = load(code);
+	int err = load(code, id);
 	if (err == -EINVAL && code.nr_inlines) {
 		// Records the library refuses (ranges that do not nest): the
 		// method is still worth its name and lines.
 		code.inlines = nullptr;
 		code.nr_inlines = 0;
-		err = load(code);
+		err = load(code, id);
 	}
 	if (err && err != -ESHUTDOWN)
 		warn("cannot announce %s", name + ": " + perfjit_strerror(err));
 }
 
-void Agent::unloaded(const void *addr)
+void Agent::unloaded(jmethodID method, const void *addr)
 {
 	std::shared_lock<std::shared_mutex> guard(session_lock_);
+	std::lock_guard<std::mutex> owners(owners_lock_);
+	auto it = owners_.find(addr);
 
-	if (session_)
-		session_->unload(addr);
+	if (!session_ || it == owners_.end())
+		return;
+	if (it->second.stale) {
+		// The code this unload is for was replaced already.
+		it->second.stale--;
+		return;
+	}
+	if (it->second.method != method)
+		return;
+	session_->unload(addr);
+	owners_.erase(it);
 }
 
 void Agent::generated(const char *name, const void *addr, jint len)
@@ -455,7 +498,7 @@ void Agent::generated(const char *name, const void *addr, jint len)
 	code.name = name;
 	code.addr = addr;
 	code.len = static_cast<size_t>(len);
-	const int err = load(code);
+	const int err = load(code, nullptr);
 	if (err && err != -ESHUTDOWN)
 		warn("cannot announce %s", std::string(name) + ": " + perfjit_strerror(err));
 }
@@ -479,9 +522,12 @@ void JNICALL on_compiled_method_load(jvmtiEnv *, jmethodID method, jint size, co
 	}
 }
 
-void JNICALL on_compiled_method_unload(jvmtiEnv *, jmethodID, const void *addr)
+void JNICALL on_compiled_method_unload(jvmtiEnv *, jmethodID method, const void *addr)
 {
-	Agent::instance->unloaded(addr);
+	try {
+		Agent::instance->unloaded(method, addr);
+	} catch (...) {
+	}
 }
 
 void JNICALL on_dynamic_code(jvmtiEnv *, const char *name, const void *addr, jint len)
@@ -562,12 +608,17 @@ jint start_agent(JavaVM *vm, const char *options, bool live)
 		// Lives as long as the JVM: callbacks may come until it exits.
 		auto agent = std::make_unique<Agent>(jvmti, std::move(*opts));
 		Agent::instance = agent.get();
-		if (agent->start(live) != JNI_OK) {
-			Agent::instance = nullptr;
-			jvmti->DisposeEnvironment();
+		// Never freed, also when it fails: once events are enabled, a
+		// compiler thread may be in a callback.
+		Agent *a = agent.release();
+		if (a->start(live) != JNI_OK) {
+			for (jvmtiEvent e :
+			     {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+			      JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH})
+				jvmti->SetEventNotificationMode(JVMTI_DISABLE, e, nullptr);
+			a->stop();
 			return JNI_ERR;
 		}
-		agent.release();
 	} catch (...) {
 		Agent::instance = nullptr;
 		return JNI_ERR;

@@ -162,7 +162,10 @@ struct FileTable {
 		const size_t slash = path.rfind('/');
 		const std::string dir =
 			slash == std::string::npos ? "." : path.substr(0, slash ? slash : 1);
-		const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+		std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+
+		if (base.empty())
+			base = "unknown"; // "dir/": an empty name ends the list
 		auto d = std::find(dirs.begin(), dirs.end(), dir);
 		if (d == dirs.end())
 			d = dirs.insert(dirs.end(), dir);

@@ -83,6 +83,7 @@ struct SideFile {
 	BuildId id{};
 	bool stored = false; // written to the build-id cache
 	bool queued = false; // in perfjit_session::pending
+	int store_err = 0;   // why the library's thread could not store it
 };
 
 struct Region {
@@ -197,7 +198,11 @@ public:
 	}
 	// Whether the thread runs, and so stores side files for the sessions.
 	// Lock-free too.
-	bool has_writer() const { return writer_.load(std::memory_order_acquire); }
+	bool has_writer() const
+	{
+		return writer_.load(std::memory_order_acquire) &&
+		       work_.load(std::memory_order_relaxed) >= 0;
+	}
 
 private:
 	// One thread's own state: it outlives a replacement of the thread.
@@ -212,38 +217,47 @@ private:
 		work_.store(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
 		pthread_atfork(prepare, parent, child);
 		// exit() without perfjit_close(): the pending side files are
-		// stored all the same. (Inside a shared object, atexit() runs
-		// at dlclose() too.)
+		// stored all the same. (The library is linked -z nodelete, so
+		// no dlclose() unmaps the handler or the thread's code.)
 		atexit(flush_at_exit);
 	}
 	static void flush_at_exit();
 	// fork() waits for the library's locks, so that the child has them
-	// free: lock_ and every session's lock, in that order.
+	// free: lock_, then every session's flush_lock and lock, in that
+	// order (so no side file is half written by a thread the child does
+	// not have).
 	static void prepare()
 	{
 		Notifier &n = get();
 
 		n.lock_.lock();
-		for (perfjit_session *s : n.sessions_)
+		for (perfjit_session *s : n.sessions_) {
+			s->flush_lock.lock();
 			s->lock.lock();
+		}
 	}
 	static void parent()
 	{
 		Notifier &n = get();
 
-		for (perfjit_session *s : n.sessions_)
+		for (perfjit_session *s : n.sessions_) {
 			s->lock.unlock();
+			s->flush_lock.unlock();
+		}
 		n.lock_.unlock();
 	}
 	static void child()
 	{
 		Notifier &n = get();
 
-		for (perfjit_session *s : n.sessions_)
+		for (perfjit_session *s : n.sessions_) {
 			s->lock.unlock();
+			s->flush_lock.unlock();
+		}
 		// The thread did not come along: forget it, never join it.
 		n.worker_.reset();
 		n.writer_.store(false);
+		n.current_ = nullptr;
 		n.forked_.store(true, std::memory_order_relaxed);
 		n.lock_.unlock();
 	}
@@ -424,6 +438,23 @@ bool Notifier::for_each_session(const std::shared_ptr<Worker> &w, Fn &&fn)
 
 void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 {
+	// However the loop ends, loads store their side files themselves from
+	// then on.
+	struct Done {
+		Notifier &n;
+		const std::shared_ptr<Worker> &w;
+		~Done()
+		{
+			try {
+				std::lock_guard<std::mutex> guard(n.lock_);
+
+				if (n.worker_ == w)
+					n.writer_.store(false);
+			} catch (...) {
+			}
+		}
+	} done{*this, w};
+
 	try {
 		while (!w->quit) {
 			struct pollfd fds[3] = {};
@@ -541,11 +572,11 @@ int perfjit_session::check_fork()
 	if (gen == fork_generation)
 		return 0;
 	fork_generation = gen;
-	for (auto &kv : regions)
-		kv.second.file->stored = false;
 	// The parent's thread stores what the parent announced.
-	for (auto &f : pending)
-		f->queued = false;
+	for (auto &kv : regions) {
+		kv.second.file->stored = false;
+		kv.second.file->queued = false;
+	}
 	pending.clear();
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
@@ -585,7 +616,8 @@ int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 
 int perfjit_session::store(SideFile &file)
 {
-	if (file.stored)
+	// A queued file is the thread's to write (a rundown runs on it too).
+	if (file.stored || (file.queued && own_thread && Notifier::get().has_writer()))
 		return 0;
 	int err = store_side_file(buildid_dir, file.pack, file.id, &dirs);
 	if (!err)
@@ -607,6 +639,7 @@ int perfjit_session::store_soon(const std::shared_ptr<SideFile> &file)
 		return store(*file);
 	pending.push_back(file);
 	file->queued = true;
+	file->store_err = 0;
 	if (pending.size() == 1)
 		Notifier::get().wake_writer();
 	return 0;
@@ -625,21 +658,27 @@ int perfjit_session::flush_pending()
 		todo.swap(pending);
 	}
 	int first_err = 0;
-	std::vector<bool> ok(todo.size());
-	for (size_t i = 0; i < todo.size(); i++) {
-		// Immutable once queued but for the flags, which are the lock's.
-		const int err =
-			store_side_file(buildid_dir, todo[i]->pack, todo[i]->id, &flush_dirs);
-
-		ok[i] = !err;
-		if (err && !first_err)
-			first_err = err;
+	std::vector<int> errs(todo.size(), -EIO);
+	try {
+		for (size_t i = 0; i < todo.size(); i++) {
+			// Immutable once queued but for the flags, which are the
+			// lock's; a file stored meanwhile is left alone by the
+			// store (link() to an existing path).
+			errs[i] = store_side_file(buildid_dir, todo[i]->pack, todo[i]->id,
+						  &flush_dirs);
+			if (errs[i] && !first_err)
+				first_err = errs[i];
+		}
+	} catch (...) {
+		first_err = -ENOMEM;
 	}
 	std::lock_guard<std::mutex> guard(lock);
 	for (size_t i = 0; i < todo.size(); i++) {
 		todo[i]->queued = false;
-		if (ok[i])
+		if (!errs[i])
 			todo[i]->stored = true;
+		else if (!todo[i]->stored)
+			todo[i]->store_err = errs[i];
 	}
 	return first_err;
 }
@@ -1085,7 +1124,7 @@ int perfjit_side_file(perfjit_session *session, const void *addr, char *path, si
 		if (it == session->regions.end())
 			return -ENOENT;
 		if (!it->second.file->stored)
-			return -ENODATA;
+			return it->second.file->store_err ? it->second.file->store_err : -ENODATA;
 		const std::string p = side_file_path(session->buildid_dir, it->second.file->id);
 		if (p.size() >= size)
 			return -ENAMETOOLONG;

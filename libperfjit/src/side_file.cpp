@@ -44,6 +44,10 @@ int copy_inlines(const perfjit_code &c, std::vector<CodeImage::Inline> &out)
 		if (!in.name || !in.name[0] || in.start >= in.end || in.end > c.len || !in.depth ||
 		    in.depth > callers.size() || (i && in.start < c.inlines[i - 1].start))
 			return -EINVAL;
+		// A sibling before this one, under the same caller, must end
+		// before it starts.
+		if (callers.size() > in.depth && in.start < callers[in.depth].second)
+			return -EINVAL;
 		callers.resize(in.depth);
 		if (in.start < callers.back().first || in.end > callers.back().second)
 			return -EINVAL;
@@ -58,7 +62,10 @@ int copy_inlines(const perfjit_code &c, std::vector<CodeImage::Inline> &out)
 
 int CodeImage::from(const perfjit_code &c, CodeImage &out)
 {
-	if (c.size < PERFJIT_CODE_SIZE_VER0 || !c.name || !c.name[0] || !c.addr || !c.len)
+	// The first version, or this one or a later one: a size between
+	// would cut a field.
+	if ((c.size != PERFJIT_CODE_SIZE_VER0 && c.size < sizeof(perfjit_code)) || !c.name ||
+	    !c.name[0] || !c.addr || !c.len)
 		return -EINVAL;
 	// A caller built against a later header may pass more, as long as
 	// what this library does not know is zero (as the kernel takes
@@ -86,7 +93,7 @@ int CodeImage::from(const perfjit_code &c, CodeImage &out)
 	const auto *eh = static_cast<const uint8_t *>(c.eh_frame);
 	out.eh_frame.assign(eh, eh + c.eh_frame_len);
 	out.inlines.clear();
-	if (c.size >= offsetof(perfjit_code, nr_inlines) + sizeof(c.nr_inlines))
+	if (c.size >= sizeof(perfjit_code))
 		return copy_inlines(c, out.inlines);
 	return 0;
 }

@@ -726,6 +726,23 @@ TEST_F(CodeRegion, SideFilesStoredByTheThreadAndAtClose)
 		EXPECT_EQ(access(path.c_str(), R_OK), 0) << path;
 }
 
+// A side file the library's thread cannot store: the load itself succeeds
+// (it does not wait for the write), and perfjit_side_file() reports why.
+TEST_F(CodeRegion, StoreErrorReportedBySideFile)
+{
+	const std::string bad = "/dev/null/buildid";
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, bad);
+	perfjit::Session s(&o);
+	ASSERT_TRUE(s.ok()) << s.error().message();
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ExecPage page;
+	char path[4096];
+
+	ASSERT_FALSE(s.load("jit_nowhere", page.at(0), 16));
+	EXPECT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), -ENOTDIR);
+}
+
 // A recorder that attaches after the code was loaded gets every live piece
 // of it again, marked as a rundown, from the library's own thread; unloaded
 // code is not announced again.

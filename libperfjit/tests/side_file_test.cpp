@@ -614,6 +614,8 @@ TEST(CodeImage, SizeVersions)
 	big.c.nr_inlines = 1;
 	ASSERT_EQ(CodeImage::from(big.c, image), 0);
 	EXPECT_TRUE(image.inlines.empty());
+	big.c.size = PERFJIT_CODE_SIZE_VER0 + 8; // cuts nr_inlines
+	EXPECT_EQ(CodeImage::from(big.c, image), -EINVAL);
 	big.c.size = sizeof(big.c);
 	ASSERT_EQ(CodeImage::from(big.c, image), 0);
 	EXPECT_EQ(image.inlines.size(), 1u);
@@ -653,6 +655,12 @@ TEST(CodeImage, InliningMustNest)
 	EXPECT_EQ(check({{6, 8, "g", nullptr, 3, 1}, {0, 4, "g", nullptr, 3, 1}}),
 		  -EINVAL);					     // order
 	EXPECT_EQ(check({{0, 4, nullptr, nullptr, 3, 1}}), -EINVAL); // no name
+	EXPECT_EQ(check({{0, 6, "g", nullptr, 3, 1}, {4, 9, "h", nullptr, 5, 1}}),
+		  -EINVAL); // overlap
+	EXPECT_EQ(check({{0, 4, "g", nullptr, 3, 1},
+			 {1, 3, "h", nullptr, 5, 2},
+			 {2, 4, "k", nullptr, 6, 2}}),
+		  -EINVAL); // siblings inside a caller overlap
 	c.nr_inlines = 1;
 	c.inlines = nullptr;
 	EXPECT_EQ(CodeImage::from(c, image), -EINVAL);
