@@ -19,5 +19,11 @@ fi
 rm -rf "$out/classes" "$out/workload.jar"
 mkdir -p "$out/classes"
 mapfile -t srcs < <(find "$here/src" -name '*.java' | sort)
-"$javac" --release 17 -g -d "$out/classes" "${srcs[@]}"
-"$jar" --create --file "$out/workload.jar" --main-class mmap3.workload.Main -C "$out/classes" .
+# On one CPU: under QEMU TCG with several vCPUs, HotSpot's patch of a
+# method's entry (one 8-byte store) is sometimes executed half old, half
+# new by another vCPU, which crashes the JVM (SIGSEGV or SIGILL in JIT
+# code); pinned, it does not. (JAVA_PIN= turns this off.)
+pin=(${JAVA_PIN-taskset -c 0})
+command -v taskset >/dev/null || pin=()
+"${pin[@]}" "$javac" --release 17 -g -d "$out/classes" "${srcs[@]}"
+"${pin[@]}" "$jar" --create --file "$out/workload.jar" --main-class mmap3.workload.Main -C "$out/classes" .
