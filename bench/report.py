@@ -549,6 +549,9 @@ class Results:
             f"jitdump, the jitted `.so` files and side files. Named: samples in JIT code "
             f"(`perf script -G`) that resolve to a symbol. Inlined: `DW_TAG_inlined_subroutine` "
             f"entries in the JIT's files.")
+        if self.info.get("java_note"):
+            md.append("")
+            md.append(self.info["java_note"])
         md.append("")
         by = defaultdict(list)
         for r in ok:
