@@ -2,14 +2,18 @@
 #
 #   make          build everything and run the demo in the QEMU-booted kernel
 #   make check    run every test; ends with "N passed, N failed, N skipped"
+#   make check-debug  the VM suite and the fault-injection, fuzz and load
+#                 tests on a KASAN/UBSAN/KFENCE/kmemleak/lockdep kernel
 #
+# Kernel builds (make kernel, make kernel-debug) take build/.kbuild.lock
+# (scripts/build-kernel), so two never run at once.
 # See README.md for the rest.
 
 SHELL := /bin/bash
 S := scripts
 
-.PHONY: all build deps tree kernel perf selftests libperfjit tools demo check check-full \
-	series-check export bench clean distclean
+.PHONY: all build deps tree kernel kernel-debug debug-tests perf selftests libperfjit tools \
+	demo check check-debug check-full series-check export bench clean distclean
 
 all: build demo
 
@@ -23,6 +27,15 @@ tree: deps
 
 kernel: tree
 	@$(S)/build-kernel
+
+# The debug kernel: kernel/vm.config + kernel/debug.config, in
+# build/kbuild-debug, linked as build/bzImage-debug.
+kernel-debug: tree
+	@KCONFIG_EXTRA=kernel/debug.config $(S)/build-kernel
+
+# The host-built programs that make check-debug runs in the VM (build/debug/).
+debug-tests: tree
+	@$(MAKE) -s -C tests/debug
 
 tools: perf selftests libperfjit
 
@@ -41,9 +54,16 @@ demo: build
 check: build
 	@tests/check
 
-# The whole upstream perf test suite in the VM (long under TCG; see README).
-check-full: build
-	@tests/check-full
+# The VM suite, fault injection, fuzzing and load on the debug kernel
+# (long under TCG; see README). tests/check-debug builds tests/debug itself
+# and records a program that does not build as a failure.
+check-debug: build kernel-debug
+	@tests/check-debug
+
+# The whole upstream perf test suite in the VM, then check-debug (long
+# under TCG; see README).
+check-full: build kernel-debug
+	@rc=0; tests/check-full || rc=1; tests/check-debug || rc=1; exit $$rc
 
 # Benchmarks in the VM: bench/results/results.md and results.png.
 bench: build
@@ -56,7 +76,7 @@ export:
 	@$(S)/export-series
 
 clean:
-	rm -rf build/check build/vm-out
+	rm -rf build/check build/check-debug build/vm-out
 
 distclean:
 	rm -rf build
