@@ -52,7 +52,7 @@
 #define ATTR_FLAGS_OFFSET 40		/* the u64 of bitfields in perf_event_attr */
 #define ATTR_BIT_MMAP3 40
 #define REC_MMAP3 23
-#define MMAP3_FIXED 80
+#define MMAP3_FIXED_SIZE_OFF 76	/* u16: where build_id[] starts (80) */
 #define MMAP3_FLAGS_OFF 72
 #define MMAP3_BID_SIZE_OFF 74
 #define MMAP3_BUILD_ID_ERR (1u << 2)
@@ -188,14 +188,15 @@ static void rec_one(struct recorder *r, const unsigned char *p, size_t len)
 		}
 		break;
 	case REC_MMAP3: {
-		uint16_t fl;
+		uint16_t fl, fixed;
 
 		mine = r->mode == M_MMAP3;
 		memcpy(&fl, p + MMAP3_FLAGS_OFF, sizeof(fl));
+		memcpy(&fixed, p + MMAP3_FIXED_SIZE_OFF, sizeof(fixed));
 		bid_size = p[MMAP3_BID_SIZE_OFF];
-		bid = bid_size ? p + MMAP3_FIXED : NULL;
+		bid = bid_size ? p + fixed : NULL;
 		err = fl & MMAP3_BUILD_ID_ERR;
-		name = (const char *)p + MMAP3_FIXED + ((bid_size + 7) & ~7u);
+		name = (const char *)p + fixed + ((bid_size + 7) & ~7u);
 		break;
 	}
 	default:
