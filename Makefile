@@ -37,13 +37,16 @@ kernel-debug: tree
 debug-tests: tree
 	@$(MAKE) -s -C tests/debug
 
-tools: perf selftests libperfjit
+tools: perf selftests vmtests libperfjit
 
 perf: tree
 	@$(S)/build-tools perf
 
 selftests: tree
 	@$(S)/build-tools selftests
+
+vmtests: tree
+	@$(S)/build-tools vmtests
 
 libperfjit: deps
 	@$(S)/build-libperfjit
