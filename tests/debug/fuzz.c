@@ -14,9 +14,12 @@
  *  (b) a code-region call, prctl(PR_PERF_CODE_REGION) or
  *      PERF_EVENT_IOC_CODE_REGION, with random fields, or
  *      PR_PERF_CODE_REGION_NOTIFY with an eventfd, -1 or a wrong fd;
- *  (c) mmap/mprotect/munmap of ELF files and anonymous memory, a child
- *      that maps and exits, fork+exec of /bin/true, threads that map and
- *      announce.
+ *  (c) mmap/mprotect/munmap of ELF files (from the root file system, a
+ *      copy on /tmp and, as root with mkfs.ext2 and a loop device, copies on
+ *      an ext2 image that are dropped from the page cache, so that build-ids
+ *      are read on the way back to user space) and of anonymous memory, a
+ *      child that maps and exits, fork+exec of /bin/true, threads that map
+ *      and announce.
  * The result of every call is computed beforehand from the documented
  * rules (Documentation/userspace-api/perf_mmap3.rst and perf_event_open(2));
  * a call that succeeds where an error is due, or fails with another errno,
@@ -75,7 +78,6 @@ static unsigned long pg;		/* page size */
 static unsigned long long seed = 1;
 static unsigned long iterations = 20000, iter;
 static int verbose;
-static bool old_kernel;			/* MMAP3_CHECK_OLD_LAYOUT=1 */
 static int ncpu;
 
 /* ---- randomness ---- */
@@ -242,13 +244,30 @@ static unsigned char *sbuf;		/* 3 pages RW for structs, hole after */
 static unsigned char *nbuf;		/* 3 pages RW for names, hole after */
 static unsigned char *ro;		/* 1 page, read-only when used */
 
+/*
+ * The ELF files that the churn maps: from the root file system (9p in the
+ * VM: build-ids only from the page cache), a copy on /tmp (shmem) and, when
+ * an ext2 image can be loop-mounted, copies on a block device, which the
+ * churn drops from the page cache (POSIX_FADV_DONTNEED, drop_caches) so
+ * that their build-ids are read on the way back to user space.
+ */
+#define EXT2_IMG	"/tmp/fuzz-ext2.img"
+#define EXT2_MNT	"/tmp/fuzz-ext2"
 static const char *elf_files[] = {
 	"/usr/lib/x86_64-linux-gnu/libc.so.6",
 	"/usr/lib/x86_64-linux-gnu/libm.so.6",
 	"/bin/true",
 	"/tmp/fuzz-libm-copy.so",
+	EXT2_MNT "/libm.so",
+	EXT2_MNT "/true",
 };
-static int n_elf;
+static int n_elf = 4;
+static bool ext2_mounted;
+
+static bool on_ext2(int i)
+{
+	return !strncmp(elf_files[i], EXT2_MNT "/", strlen(EXT2_MNT) + 1);
+}
 
 static int open_elf(int i, off_t *size)
 {
@@ -262,7 +281,35 @@ static int open_elf(int i, off_t *size)
 		return -1;
 	}
 	*size = st.st_size;
+	/* Cold: the build-id note is read after mmap_lock is dropped. */
+	if (on_ext2(i) && rn(100) < 40)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 	return fd;
+}
+
+static int sh(const char *cmd)
+{
+	int rc = system(cmd);
+
+	return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+/* Loop-mount an ext2 image with copies of two ELF files, if we can. */
+static void setup_ext2(void)
+{
+	if (geteuid() || sh("command -v mkfs.ext2 >/dev/null 2>&1"))
+		return;
+	sh("umount " EXT2_MNT " >/dev/null 2>&1");
+	/* losetup, not mount -o loop, which fails in the VM ("already mounted"). */
+	if (sh("truncate -s 8M " EXT2_IMG " && mkfs.ext2 -q -F " EXT2_IMG
+	       " >/dev/null 2>&1 && mkdir -p " EXT2_MNT " && dev=$(losetup -f --show "
+	       EXT2_IMG ") && mount -t ext2 $dev " EXT2_MNT " >/dev/null 2>&1"))
+		return;
+	ext2_mounted = true;
+	if (sh("cp /usr/lib/x86_64-linux-gnu/libm.so.6 " EXT2_MNT "/libm.so && "
+	       "cp /bin/true " EXT2_MNT "/true && sync"))
+		return;
+	n_elf = 6;
 }
 
 static void copy_file(const char *from, const char *to)
@@ -303,7 +350,7 @@ static void setup_fixtures(void)
 	ro = guarded(1, PROT_READ | PROT_WRITE);
 
 	copy_file("/usr/lib/x86_64-linux-gnu/libm.so.6", "/tmp/fuzz-libm-copy.so");
-	n_elf = sizeof(elf_files) / sizeof(elf_files[0]);
+	setup_ext2();
 	fd = open_elf(0, &size);
 	if (fd < 0) {
 		perror(elf_files[0]);
@@ -336,6 +383,7 @@ static int runtime_fd = -1;		/* a plain dummy event, for the ioctl */
 static int notify_efd = -1;
 
 static unsigned long long total_records, total_lost, total_opens, total_open_fails;
+static unsigned long long total_mmap3, total_cr_recs, total_bids, total_bid_errs;
 static unsigned long long tolerated[160];
 static unsigned long long cr_calls, cr_ok, cr_taken;
 
@@ -376,6 +424,10 @@ static void close_rec(int i)
 	drain(r);
 	total_records += r->chk.records;
 	total_lost += r->chk.lost;
+	total_mmap3 += r->chk.by_type[MMAP3_TYPE];
+	total_cr_recs += r->chk.mmap3_code_regions;
+	total_bids += r->chk.mmap3_build_ids;
+	total_bid_errs += r->chk.mmap3_build_id_errs;
 	if (r->base)
 		munmap(r->base, r->map_len);
 	close(r->fd);
@@ -1127,7 +1179,7 @@ static void op_code_region(void)
 	struct range rg;
 	unsigned char *p = NULL;
 	unsigned int k, size, i;
-	bool use_ioctl = chance(35), tail_nz = false, unreadable = false;
+	bool use_ioctl = chance(35), tail_nz = false;
 	unsigned long a4 = 0, a5 = 0, op = CR_ANNOUNCE;
 	int name_err, ioctl_fd = -1;
 	char name_what[64];
@@ -1171,9 +1223,8 @@ static void op_code_region(void)
 		want(&w, EINVAL);
 	if (r.build_id_size < 20 && chance(8)) {
 		r.build_id[r.build_id_size + rn(20 - r.build_id_size)] = 1 + rn(255);
-		/* Rejected since fixed_size: bytes past build_id_size must be zero. */
-		if (!old_kernel && r.build_id_size <= 20)
-			want(&w, EINVAL);
+		/* Bytes past build_id_size must be zero. */
+		want(&w, EINVAL);
 		say("build-id bytes past the size; ");
 	}
 	if (chance(3)) {
@@ -1198,7 +1249,7 @@ static void op_code_region(void)
 	r.size = size;
 	if (size < CR_SIZE_VER0)
 		want(&w, EINVAL);
-	if (size > pg && !old_kernel)
+	if (size > pg)
 		want(&w, E2BIG);
 
 	k = rn(100);
@@ -1229,14 +1280,8 @@ static void op_code_region(void)
 				want(&w, E2BIG);
 			}
 		}
-		if (readable < (size > CR_SIZE_VER0 ? size : CR_SIZE_VER0)) {
-			unreadable = true;
+		if (readable < (size > CR_SIZE_VER0 ? size : CR_SIZE_VER0))
 			want(&w, EFAULT);
-			if (size > CR_SIZE_VER0 && readable <= CR_SIZE_VER0)
-				;	/* the fixed part is not readable */
-		}
-		if (old_kernel && size > pg && !tail_nz && !unreadable)
-			;	/* accepted with a zero tail */
 	} else if (k < 88) {
 		loc = "read-only";
 		mprotect(ro, pg, PROT_READ | PROT_WRITE);
@@ -1423,16 +1468,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	pg = sysconf(_SC_PAGESIZE);
 	ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	old_kernel = getenv("MMAP3_CHECK_OLD_LAYOUT") &&
-		     !strcmp(getenv("MMAP3_CHECK_OLD_LAYOUT"), "1");
 	rng = seed;
-	printf("debug/fuzz: seed %llu, %lu iterations%s\n", seed, iterations,
-	       old_kernel ? " (MMAP3_CHECK_OLD_LAYOUT=1: rules of the kernels "
-			    "before fixed_size)" : "");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	taint0 = read_tainted();
-
 	setup_fixtures();
+	printf("debug/fuzz: seed %llu, %lu iterations, ELF files on ext2: %s\n", seed,
+	       iterations, n_elf == 6 ? "yes" : "no (a replay needs the same)");
 	runtime_fd = sys_perf_event_open(&attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	if (runtime_fd < 0) {
 		printf("FAIL debug/fuzz: cannot open an mmap3 event: %s\n", strerror(errno));
@@ -1477,6 +1518,9 @@ int main(int argc, char **argv)
 	while (n_churn)
 		munmap(churn[n_churn - 1].p, churn[n_churn - 1].len), n_churn--;
 
+	if (ext2_mounted)
+		sh("umount " EXT2_MNT " >/dev/null 2>&1; losetup -j " EXT2_IMG
+		   " | cut -d: -f1 | xargs -r losetup -d; rm -f " EXT2_IMG);
 	taint1 = read_tainted();
 	if (taint1 != taint0)
 		fail("/proc/sys/kernel/tainted changed from %ld to %ld", taint0, taint1);
@@ -1486,8 +1530,9 @@ int main(int argc, char **argv)
 	for (i = 1; i < 160; i++)
 		if (tolerated[i])
 			printf(", %llu tolerated %s", tolerated[i], errname(i));
-	printf("), %llu code-region calls (%llu succeeded, taken %llu times), %.1f s\n",
-	       cr_calls, cr_ok, cr_taken,
+	printf("), %llu code-region calls (%llu succeeded, taken %llu times); MMAP3 records "
+	       "%llu (%llu code regions, %llu with a build-id, %llu BUILD_ID_ERR); %.1f s\n",
+	       cr_calls, cr_ok, cr_taken, total_mmap3, total_cr_recs, total_bids, total_bid_errs,
 	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	printf("PASS debug/fuzz (seed %llu, %lu iterations, %llu records checked, %llu lost)\n",
 	       seed, iterations, total_records, total_lost);

@@ -61,7 +61,7 @@
 #define MAX_CPUS		8
 #define MAIN			MAX_THREADS	/* index of the main thread's region */
 
-static int nthreads = 32, count = 400, ncpu;
+static int nthreads = 32, count = 2000, ncpu;
 static unsigned long long seed = 1;
 static long pg;
 

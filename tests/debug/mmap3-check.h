@@ -15,10 +15,6 @@
  * it), records that wrap around the end of the buffer are copied out, and
  * data_tail is stored after a full barrier, so that the kernel does not
  * overwrite a record before it has been read.
- *
- * For kernels from before fixed_size (the u32 at offset 76 was reserved and
- * 0): MMAP3_CHECK_OLD_LAYOUT=1 in the environment reads a fixed_size of 0 as
- * 80. It is for trying the tests on such kernels only and off by default.
  */
 #ifndef MMAP3_CHECK_H
 #define MMAP3_CHECK_H
@@ -83,7 +79,6 @@ struct mmap3_check {
 	size_t	id_size;		/* of sample_id */
 	size_t	sample_size;		/* of a PERF_RECORD_SAMPLE, 0: variable */
 	int	tid_off;		/* of pid/tid in sample_id, -1: none */
-	bool	old_layout;
 
 	/*
 	 * Called for every record that passed the checks, MMAP3 ones with
@@ -140,14 +135,11 @@ static inline void mmap3_check_init(struct mmap3_check *c,
 			    PERF_SAMPLE_ADDR | PERF_SAMPLE_ID | PERF_SAMPLE_STREAM_ID |
 			    PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD |
 			    PERF_SAMPLE_IDENTIFIER;
-	const char *old = getenv("MMAP3_CHECK_OLD_LAYOUT");
-
 	memset(c, 0, sizeof(*c));
 	c->sample_type = attr->sample_type;
 	c->sample_id_all = attr->sample_id_all;
 	c->id_size = mmap3_check_id_size(c->sample_type, c->sample_id_all,
 					 &c->tid_off);
-	c->old_layout = old && *old == '1';
 	if (!(c->sample_type & ~fixed))
 		c->sample_size = sizeof(struct perf_event_header) +
 				 8 * __builtin_popcountll(c->sample_type);
@@ -214,8 +206,6 @@ static inline int mmap3_check_mmap3(struct mmap3_check *c,
 	if (h->size < MMAP3_FIXED_SIZE)
 		return mmap3_bad(c, h, "MMAP3 shorter than its fixed part");
 	fixed = r->fixed_size;
-	if (fixed == 0 && c->old_layout)
-		fixed = MMAP3_FIXED_SIZE;	/* __reserved_2 was a u32 0 */
 	if (fixed < MMAP3_FIXED_SIZE || fixed % 8)
 		return mmap3_bad(c, h, "fixed_size %zu", fixed);
 	if (r->__reserved_1 || r->__reserved_2)
@@ -270,7 +260,7 @@ static inline int mmap3_check_mmap3(struct mmap3_check *c,
 		if (data != !(r->prot & PROT_EXEC))
 			return mmap3_bad(c, h, "MMAP_DATA %d with prot %#x", data, r->prot);
 		/* Build-ids are looked for in executable mappings only. */
-		if (data && !c->old_layout &&
+		if (data &&
 		    (r->build_id_size || (r->mmap3_flags & MMAP3_F_BUILD_ID_ERR)))
 			return mmap3_bad(c, h, "data mapping with build_id_size %u, "
 					 "mmap3_flags %#x", r->build_id_size,
