@@ -262,6 +262,30 @@ struct BuildIdNote {
 	uint8_t desc[20];
 };
 
+// The generations note: what perf shows as each function's generation
+// (jit-interface.txt in perf's documentation): "perfjit", type
+// kGenerationsNoteType, and for each function {u64 address, u32 generation,
+// u32 zero}, in address order, in the file's byte order.
+std::vector<uint8_t> generations_note(const Pack &pack, const std::vector<uint64_t> &offsets)
+{
+	static const char name[] = "perfjit"; // 8 bytes with its NUL: no padding
+	const size_t entry = 16;
+	Elf64_Nhdr nhdr{};
+	nhdr.n_namesz = sizeof(name);
+	nhdr.n_descsz = pack.size() * entry;
+	nhdr.n_type = kGenerationsNoteType;
+
+	std::vector<uint8_t> note(sizeof(nhdr) + sizeof(name) + nhdr.n_descsz, 0);
+	memcpy(note.data(), &nhdr, sizeof(nhdr));
+	memcpy(note.data() + sizeof(nhdr), name, sizeof(name));
+	uint8_t *desc = note.data() + sizeof(nhdr) + sizeof(name);
+	for (size_t i = 0; i < pack.size(); i++) { // offsets ascend (pack_layout)
+		memcpy(desc + i * entry, &offsets[i], sizeof(offsets[i]));
+		memcpy(desc + i * entry + 8, &pack[i].generation, sizeof(pack[i].generation));
+	}
+	return note;
+}
+
 uint64_t eh_frame_addr_after(uint64_t code_end)
 {
 	return align_up(code_end, 8);
@@ -501,6 +525,8 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 	memcpy(note.name, "GNU", 4);
 	memcpy(note.desc, id.data(), id.size());
 
+	const std::vector<uint8_t> gen_note = generations_note(pack, offsets);
+
 	std::string strtab(1, '\0');
 	std::vector<Elf64_Sym> syms(pack.size() + 1);
 	DwarfSections dwarf;
@@ -534,6 +560,7 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 		sections.push_back({".eh_frame_hdr", SHT_PROGBITS, SHF_ALLOC, 4,
 				    eh_frame_hdr.data(), eh_frame_hdr.size(), hdr_addr});
 	sections.push_back({".note.gnu.build-id", SHT_NOTE, SHF_ALLOC, 4, &note, sizeof(note)});
+	sections.push_back({".note.perfjit", SHT_NOTE, 0, 4, gen_note.data(), gen_note.size()});
 	const size_t symtab_at = sections.size();
 	sections.push_back(
 		{".symtab", SHT_SYMTAB, 0, 8, syms.data(), syms.size() * sizeof(syms[0])});

@@ -20,6 +20,11 @@ using BuildId = std::array<uint8_t, 20>;
 // the ELF header and one program header, rounded up to 16.
 constexpr uint64_t kTextOffset = 128;
 
+// The type of the side file's ".note.perfjit" note (name "perfjit") that
+// gives each function's generation, so that perf report can show and sort
+// by it, and perf archive and debuginfod keep it with the code.
+constexpr uint32_t kGenerationsNoteType = 1;
+
 // What a side file holds: a copy of what was announced, kept so that the
 // file can be written later, when a recorder appears.
 struct CodeImage {

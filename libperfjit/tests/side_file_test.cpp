@@ -346,6 +346,49 @@ std::vector<std::pair<uint64_t, uint64_t>> eh_frame_hdr_table(const ElfFile &f, 
 	return rows;
 }
 
+TEST(Pack, GenerationsNoteGivesEachFunctionItsGeneration)
+{
+	TempDir dir;
+	Pack pack = {make_image("jit_a", 3), make_image("jit_b", 0, {0x90, 0x90, 0xc3}),
+		     make_image("jit_c", 70000)};
+	const BuildId id = build_id_of(pack);
+	const std::vector<uint64_t> offsets = pack_layout(pack);
+
+	ASSERT_EQ(store_side_file(dir.path(), pack, id), 0);
+	ElfFile f(side_file_path(dir.path(), id));
+	ASSERT_TRUE(f.elf) << elf_errmsg(-1);
+
+	// Not loaded (no SHF_ALLOC): it costs nothing at run time.
+	GElf_Shdr shdr;
+	Elf_Scn *scn = f.section(".note.perfjit", shdr);
+	ASSERT_TRUE(scn);
+	EXPECT_EQ(shdr.sh_type, static_cast<GElf_Word>(SHT_NOTE));
+	EXPECT_EQ(shdr.sh_flags & SHF_ALLOC, 0u);
+
+	// As libelf (and perf) read notes.
+	Elf_Data *data = elf_getdata(scn, nullptr);
+	ASSERT_TRUE(data);
+	GElf_Nhdr nhdr;
+	size_t name_off, desc_off;
+	ASSERT_GT(gelf_getnote(data, 0, &nhdr, &name_off, &desc_off), 0u);
+	EXPECT_STREQ(static_cast<const char *>(data->d_buf) + name_off, "perfjit");
+	EXPECT_EQ(nhdr.n_type, kGenerationsNoteType);
+	ASSERT_EQ(nhdr.n_descsz, pack.size() * 16);
+	const auto *desc = static_cast<const uint8_t *>(data->d_buf) + desc_off;
+	for (size_t i = 0; i < pack.size(); i++) {
+		uint64_t addr;
+		uint32_t gen, zero;
+
+		memcpy(&addr, desc + i * 16, 8);
+		memcpy(&gen, desc + i * 16 + 8, 4);
+		memcpy(&zero, desc + i * 16 + 12, 4);
+		EXPECT_EQ(addr, offsets[i]) << pack[i].name;
+		EXPECT_EQ(gen, pack[i].generation) << pack[i].name;
+		EXPECT_EQ(zero, 0u) << pack[i].name;
+	}
+	EXPECT_EQ(0, run_quiet("readelf -W -n " + side_file_path(dir.path(), id)));
+}
+
 TEST(Pack, EhFrameHdrIndexesEveryFunction)
 {
 	TempDir dir;
