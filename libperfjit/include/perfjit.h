@@ -157,6 +157,9 @@ PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const v
  * loaded. The library's thread does this by itself when the kernel says a
  * recorder appeared; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
  * unloaded meanwhile is announced in order. 0 also when nobody records.
+ * While a recorder's buffer is full it waits for the recorder to read
+ * (outside the session's lock, about 1 s at most), rather than have the
+ * kernel drop the records.
  */
 PERFJIT_API int perfjit_rundown(perfjit_session *session);
 /*

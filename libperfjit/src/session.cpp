@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include <string>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -123,7 +125,7 @@ struct perfjit_session {
 	int store(SideFile &file);
 	int store_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending();
-	int rundown_from(uint64_t &addr);
+	int rundown_from(uint64_t &addr, uint32_t flags);
 	int rundown();
 	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
 			  size_t i) const;
@@ -686,8 +688,10 @@ int perfjit_session::flush_pending()
 // One step of a rundown, under the lock: announces again the live code at
 // or after @addr (a run of adjacent code that shares a side file as one
 // region) and stores its side file, then moves @addr past it. Returns how
-// many recorders took it, -ENOENT at the end.
-int perfjit_session::rundown_from(uint64_t &addr)
+// many recorders took it, -ENOENT at the end, or, with
+// PERF_CODE_REGION_RETRY in @flags, -EAGAIN while a recorder has no room
+// (nothing announced, @addr unchanged).
+int perfjit_session::rundown_from(uint64_t &addr, uint32_t flags)
 {
 	auto first = regions.lower_bound(addr);
 
@@ -706,18 +710,21 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	}
 	const Region &r = first->second;
 	const uint64_t end = last->first + last->second.image().code.size();
+	flags |= uapi::PERF_CODE_REGION_RUNDOWN;
 	int taken = announce_span(first->first, end - first->first, r.file->offsets[r.index],
-				  run_name(r.image().name, count), *r.file,
-				  uapi::PERF_CODE_REGION_RUNDOWN);
-	// Not one executable mapping, say: then each on its own.
+				  run_name(r.image().name, count), *r.file, flags);
+	// Not one executable mapping, say: then each on its own. On -EAGAIN
+	// the run is announced again as a whole: a rundown record that a
+	// recorder took twice is one map.
 	for (auto it = first; taken == -EINVAL && count > 1; ++it) {
 		taken = announce_span(it->first, it->second.image().code.size(),
 				      it->second.file->offsets[it->second.index],
-				      it->second.image().name, *it->second.file,
-				      uapi::PERF_CODE_REGION_RUNDOWN);
+				      it->second.image().name, *it->second.file, flags);
 		if (it == last)
 			break;
 	}
+	if (taken == -EAGAIN)
+		return taken;
 	const int err = taken > 0 ? store(*r.file) : 0;
 
 	addr = last->first + 1;
@@ -728,23 +735,44 @@ int perfjit_session::rundown_from(uint64_t &addr)
 // recorder that started watching after it was loaded. The lock is taken
 // per region, not for the whole rundown: the runtime goes on loading and
 // unloading meanwhile, and each region is announced in order with those.
-// How many recorders take a record depends on the CPU it is made on (a
-// recorder may watch per CPU), so a smaller count is no sign of a full
-// buffer; a recorder whose buffer is half full loses the record, and its
-// PERF_RECORD_LOST says so. When the first region finds no taker, nobody
-// records code regions of this process and the rundown ends.
+// When the first region finds no taker, nobody records code regions of
+// this process and the rundown ends.
+//
+// A rundown of a runtime that has run for hours is thousands of records in
+// a burst, more than half a recorder's buffer, where the kernel drops code
+// regions. So each is announced with PERF_CODE_REGION_RETRY: while a
+// recorder has no room, the kernel writes it nowhere and says -EAGAIN, and
+// the rundown sleeps (outside the lock) for the recorder to read: 1 ms,
+// doubling, about 1 s in all. A recorder that has not read by then is not
+// reading: this region goes without the flag (the recorder counts it as
+// lost), and so does the rest of this rundown, which then no longer waits.
 int perfjit_session::rundown()
 {
+	constexpr auto kFirstWait = std::chrono::milliseconds(1);
+	constexpr auto kLastWait = std::chrono::milliseconds(512);
 	uint64_t addr = 0;
-	bool first = true;
+	bool first = true, retry = true;
+	auto wait = kFirstWait;
 	int err = 0;
 
 	for (;;) {
-		std::lock_guard<std::mutex> guard(lock);
+		int taken;
+		{
+			std::lock_guard<std::mutex> guard(lock);
 
-		if (mode != PERFJIT_MODE_CODE_REGION)
-			return 0;
-		const int taken = rundown_from(addr);
+			if (mode != PERFJIT_MODE_CODE_REGION)
+				return 0;
+			taken = rundown_from(addr, retry ? uapi::PERF_CODE_REGION_RETRY : 0);
+		}
+		if (taken == -EAGAIN) {
+			std::this_thread::sleep_for(wait);
+			if (wait < kLastWait)
+				wait *= 2;
+			else
+				retry = false;
+			continue;
+		}
+		wait = kFirstWait;
 		if (taken == -ENOENT)
 			return err;
 		if (taken < 0) {

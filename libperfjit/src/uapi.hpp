@@ -28,6 +28,7 @@ static_assert(sizeof(perf_code_region) == 64, "PERF_CODE_REGION_SIZE_VER0");
 constexpr unsigned long PERF_EVENT_IOC_CODE_REGION = _IOW('$', 12, struct perf_code_region *);
 constexpr __u32 PERF_CODE_REGION_UNLOAD = 1U << 0;
 constexpr __u32 PERF_CODE_REGION_RUNDOWN = 1U << 1;
+constexpr __u32 PERF_CODE_REGION_RETRY = 1U << 2;
 constexpr size_t PERF_CODE_REGION_NAME_MAX = 4096;
 
 // prctl(PR_PERF_CODE_REGION, op, arg, 0, 0): announce without a perf fd, and

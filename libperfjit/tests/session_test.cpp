@@ -461,7 +461,7 @@ TEST(Session, ConcurrentLoads)
 namespace
 {
 
-constexpr uint32_t kRecordMmap3 = 23;
+constexpr uint32_t kRecordLost = 2, kRecordMmap3 = 23;
 constexpr uint16_t kMmap3CodeRegion = 1U << 0, kMmap3Unmap = 1U << 1, kMmap3Rundown = 1U << 3;
 
 // What a recorder saw of one code-region record.
@@ -506,6 +506,8 @@ public:
 	Recorder(const Recorder &) = delete;
 	Recorder &operator=(const Recorder &) = delete;
 	bool ok() const { return !bufs_.empty(); }
+	// Records the kernel dropped (PERF_RECORD_LOST), as of code_regions().
+	uint64_t lost() const { return lost_; }
 
 	// The code-region records taken so far, in time order.
 	std::vector<Seen> code_regions()
@@ -529,6 +531,12 @@ public:
 				for (size_t i = 0; i < h.size; i++)
 					rec[i] = data[(tail + i) % size];
 				tail += h.size;
+				if (h.type == kRecordLost && h.size >= 24) {
+					uint64_t n;
+
+					memcpy(&n, &rec[16], sizeof(n));
+					lost_ += n;
+				}
 				if (h.type != kRecordMmap3 || h.size < 88)
 					continue;
 				Seen seen{};
@@ -586,6 +594,7 @@ private:
 	size_t rb_len_;
 	std::vector<Buf> bufs_;
 	std::vector<Seen> seen_;
+	uint64_t lost_ = 0;
 };
 
 // Waits up to 60 s (the VM emulates its CPU) for @pred; whether it came true.
@@ -777,6 +786,36 @@ TEST_F(CodeRegion, RundownForALateRecorder)
 	Recorder second;
 	ASSERT_TRUE(second.ok());
 	EXPECT_TRUE(eventually([&] { return second.code_regions().size() >= 2; }));
+}
+
+// A rundown far larger than half a recorder's buffer, where the kernel drops
+// code regions: the library waits for the recorder to read instead, and
+// the recorder gets every region and loses none.
+TEST_F(CodeRegion, RundownWaitsForAFullRecorder)
+{
+	perfjit::Session &s = *session_;
+	constexpr size_t kFunctions = 200;
+	ExecPage page;
+
+	// Each load its own side file, so each its own rundown record.
+	for (size_t i = 0; i < kFunctions; i++) {
+		const std::string name = "jit_rundown_waits_" + std::to_string(i);
+
+		ASSERT_FALSE(s.load(name.c_str(), page.at(i * 16), 16));
+	}
+
+	// One page of data: about 14 of these records fill half of it.
+	Recorder recorder(getpid(), 1);
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	std::set<uint64_t> addrs;
+	EXPECT_TRUE(eventually([&] {
+		for (const Seen &r : recorder.code_regions())
+			if (r.flags & kMmap3Rundown)
+				addrs.insert(r.addr);
+		return addrs.size() == kFunctions;
+	})) << addrs.size()
+	    << " of " << kFunctions << " regions, " << recorder.lost() << " records lost";
+	EXPECT_EQ(recorder.lost(), 0u);
 }
 
 // A recorder stops, the runtime loads more while nobody records, and
