@@ -690,7 +690,7 @@ int perfjit_session::flush_pending()
 // region) and stores its side file, then moves @addr past it. Returns how
 // many recorders took it, -ENOENT at the end, or, with
 // PERF_CODE_REGION_RETRY in @flags, -EAGAIN while a recorder has no room
-// (nothing announced, @addr unchanged).
+// (@addr unchanged, nothing stored; the run is announced again).
 int perfjit_session::rundown_from(uint64_t &addr, uint32_t flags)
 {
 	auto first = regions.lower_bound(addr);
