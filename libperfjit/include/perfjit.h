@@ -8,16 +8,18 @@
  *
  * On a kernel with prctl(PR_PERF_CODE_REGION) the library stores an ELF
  * "side file" for the code in perf's build-id cache and announces the
- * region to every perf recording that watches the process; perf report,
- * annotate and script then show the code by name, with no perf inject step.
- * It needs no permission to open perf events, at any perf_event_paranoid.
- * A load announces at once; the library's thread writes the side file
- * soon after, so that the runtime does not wait for a file write, and
+ * region to the perf recordings that watch the process and asked for code
+ * regions; perf report, annotate and script then show the code by name,
+ * with no perf inject step. It needs no permission to open perf events,
+ * at any perf_event_paranoid.
+ * Until a recorder asks for the process's code, a load makes no system
+ * call and stores nothing. When one asks (perf record, however late),
+ * the kernel signals the library, whose thread stores the side files of
+ * the code that is live and announces it again (a "rundown"), so that the
+ * recorder names code loaded before it started. From then on each load is
+ * announced at once, and the library's thread writes its side file soon
+ * after, so that the runtime does not wait for a file write;
  * perfjit_close() and exit() wait for what is still to be written.
- * While nobody records, it stores nothing. When a recorder starts watching
- * the process, however late, the kernel tells the library, whose thread
- * stores the side files of the code that is live and announces it again
- * (a "rundown"), so that the recorder names code loaded before it started.
  * On other kernels it writes /tmp/perf-PID.map lines or a jitdump file.
  *
  * Every function returns 0 or a negative errno value; perfjit_strerror()
@@ -39,9 +41,9 @@ extern "C" {
 
 /* How code is announced. */
 enum perfjit_mode {
-	/* PERF_EVENT_IOC_CODE_REGION if the kernel has it, else the fallback. */
+	/* Code regions if the kernel has them, else the fallback. */
 	PERFJIT_MODE_AUTO = 0,
-	/* PERF_EVENT_IOC_CODE_REGION and side files; -EOPNOTSUPP without. */
+	/* Code regions and side files; -EOPNOTSUPP without. */
 	PERFJIT_MODE_CODE_REGION = 1,
 	/* Lines in /tmp/perf-PID.map: names only, no reuse, no annotate. */
 	PERFJIT_MODE_PERF_MAP = 2,
@@ -155,16 +157,14 @@ PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const v
  * Announce all live code again, marked as live before (a rundown), storing
  * the side files it needs: for a recorder that started after the code was
  * loaded. The library's thread does this by itself when the kernel says a
- * recorder appeared; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
+ * recorder asked; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
  * unloaded meanwhile is announced in order. 0 also when nobody records.
- * While a recorder's buffer is full it waits for the recorder to read
- * (outside the session's lock, about 1 s at most), rather than have the
- * kernel drop the records.
+ * From the first rundown on, loads and unloads are announced as they come.
  */
 PERFJIT_API int perfjit_rundown(perfjit_session *session);
 /*
- * A descriptor that becomes readable (POLLIN) when a recorder starts
- * watching the process, or -EOPNOTSUPP outside the code-region mode. One per
+ * A descriptor that becomes readable (POLLIN) when a recorder asks for the
+ * process's code, or -EOPNOTSUPP outside the code-region mode. One per
  * process: every session returns the same. perfjit_rundown() clears it.
  */
 PERFJIT_API int perfjit_rundown_fd(perfjit_session *session);

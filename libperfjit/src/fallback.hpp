@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
-// The announcements for kernels without PERF_EVENT_IOC_CODE_REGION:
+// The announcements for kernels without PR_PERF_CODE_REGION:
 // /tmp/perf-PID.map lines, or a jitdump file for perf inject --jit.
 #ifndef PERFJIT_FALLBACK_HPP
 #define PERFJIT_FALLBACK_HPP

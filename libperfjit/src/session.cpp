@@ -106,6 +106,10 @@ struct perfjit_session {
 	std::string jitdump_dir;
 	unsigned fork_generation = 0;
 	std::map<uint64_t, Region> regions;
+	// A recorder asked for this process's code: from the first rundown on,
+	// loads and unloads are announced and side files stored. Before it, a
+	// load makes no system call.
+	bool asked = false;
 	DirCache dirs;
 	// Side files that recorders need, for the library's thread to store:
 	// a load does not wait for a file write. Taken by flush_pending().
@@ -125,7 +129,7 @@ struct perfjit_session {
 	int store(SideFile &file);
 	int store_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending();
-	int rundown_from(uint64_t &addr, uint32_t flags);
+	int rundown_from(uint64_t &addr);
 	int rundown();
 	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
 			  size_t i) const;
@@ -150,7 +154,7 @@ bool has_code_region_prctl()
 	       errno == EFAULT;
 }
 
-// The process's registration for "a recorder started watching": one eventfd
+// The process's registration for "a recorder asks for a rundown": one eventfd
 // per process (the kernel keeps one), shared by its code-region sessions,
 // and a thread that runs their rundowns when it becomes readable. A process
 // either has the thread or not: its sessions are all opened with
@@ -298,7 +302,7 @@ int Notifier::start_locked()
 
 		if (!efd)
 			return -errno;
-		if (prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY,
+		if (prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_REGISTER,
 			  static_cast<unsigned long>(efd.get()), 0UL, 0UL))
 			return -errno;
 		event_ = std::move(efd);
@@ -364,7 +368,7 @@ void Notifier::detach(perfjit_session *s)
 		if (!sessions_.empty())
 			return;
 		threaded_ = -1;
-		prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_NOTIFY, -1L, 0UL, 0UL);
+		prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_REGISTER, -1L, 0UL, 0UL);
 		event_.reset();
 		stopped = std::move(worker_);
 		writer_.store(false);
@@ -582,6 +586,8 @@ int perfjit_session::check_fork()
 	pending.clear();
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
+		// Nobody asked the child yet: it has a registration of its own.
+		asked = false;
 		return 0;
 	case PERFJIT_MODE_JITDUMP:
 		jitdump.close();
@@ -607,7 +613,7 @@ int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
 
 	const int ret = prctl(uapi::PR_PERF_CODE_REGION, uapi::PR_PERF_CODE_REGION_ANNOUNCE,
 			      reinterpret_cast<unsigned long>(&region), 0UL, 0UL);
-	return ret < 0 ? -errno : ret;
+	return ret < 0 ? -errno : 0;
 }
 
 int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
@@ -687,11 +693,9 @@ int perfjit_session::flush_pending()
 
 // One step of a rundown, under the lock: announces again the live code at
 // or after @addr (a run of adjacent code that shares a side file as one
-// region) and stores its side file, then moves @addr past it. Returns how
-// many recorders took it, -ENOENT at the end, or, with
-// PERF_CODE_REGION_RETRY in @flags, -EAGAIN while a recorder has no room
-// (@addr unchanged, nothing stored; the run is announced again).
-int perfjit_session::rundown_from(uint64_t &addr, uint32_t flags)
+// region) and stores its side file, then moves @addr past it. Returns 0,
+// -ENOENT at the end, or the error of this run.
+int perfjit_session::rundown_from(uint64_t &addr)
 {
 	auto first = regions.lower_bound(addr);
 
@@ -710,112 +714,84 @@ int perfjit_session::rundown_from(uint64_t &addr, uint32_t flags)
 	}
 	const Region &r = first->second;
 	const uint64_t end = last->first + last->second.image().code.size();
-	flags |= uapi::PERF_CODE_REGION_RUNDOWN;
-	int taken = announce_span(first->first, end - first->first, r.file->offsets[r.index],
-				  run_name(r.image().name, count), *r.file, flags);
-	// Not one executable mapping, say: then each on its own. On -EAGAIN
-	// the run is announced again as a whole: a rundown record that a
-	// recorder took twice is one map.
-	for (auto it = first; taken == -EINVAL && count > 1; ++it) {
-		taken = announce_span(it->first, it->second.image().code.size(),
-				      it->second.file->offsets[it->second.index],
-				      it->second.image().name, *it->second.file, flags);
+	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
+	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
+				run_name(r.image().name, count), *r.file, flags);
+	// Not one executable mapping, say: then each on its own.
+	for (auto it = first; err == -EINVAL && count > 1; ++it) {
+		err = announce_span(it->first, it->second.image().code.size(),
+				    it->second.file->offsets[it->second.index],
+				    it->second.image().name, *it->second.file, flags);
 		if (it == last)
 			break;
 	}
-	if (taken == -EAGAIN)
-		return taken;
-	const int err = taken > 0 ? store(*r.file) : 0;
-
+	if (!err)
+		err = store(*r.file);
 	addr = last->first + 1;
-	return taken < 0 || err ? (taken < 0 ? taken : err) : taken;
+	return err;
 }
 
-// Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, for a
-// recorder that started watching after it was loaded. The lock is taken
+// Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, because a
+// recorder asked: the kernel signalled the registration. The lock is taken
 // per region, not for the whole rundown: the runtime goes on loading and
 // unloading meanwhile, and each region is announced in order with those.
-// When the first region finds no taker, nobody records code regions of
-// this process and the rundown ends.
+// From the first rundown on, each load and unload is announced as well:
+// set under the lock before the first region, so that a load either is in
+// the map the rundown walks or announces itself.
 //
-// A rundown of a runtime that has run for hours is thousands of records in
-// a burst, more than half a recorder's buffer, where the kernel drops code
-// regions. So each is announced with PERF_CODE_REGION_RETRY: while a
-// recorder has no room, the kernel writes it nowhere and says -EAGAIN, and
-// the rundown sleeps (outside the lock) for the recorder to read: 1 ms,
-// doubling, about 1 s in all. A recorder that has not read by then is not
-// reading: this region goes without the flag (the recorder counts it as
-// lost), and so does the rest of this rundown, which then no longer waits.
+// A recorder whose buffer could not take the whole rundown sees it lost
+// (PERF_RECORD_LOST) and asks again: the library does not wait for it.
 int perfjit_session::rundown()
 {
-	constexpr auto kFirstWait = std::chrono::milliseconds(1);
-	constexpr auto kLastWait = std::chrono::milliseconds(512);
 	uint64_t addr = 0;
-	bool first = true, retry = true;
-	auto wait = kFirstWait;
 	int err = 0;
 
-	for (;;) {
-		int taken;
+	for (bool first = true;; first = false) {
+		int ret;
 		{
 			std::lock_guard<std::mutex> guard(lock);
 
 			if (mode != PERFJIT_MODE_CODE_REGION)
 				return 0;
-			taken = rundown_from(addr, retry ? uapi::PERF_CODE_REGION_RETRY : 0);
+			if (first)
+				asked = true;
+			ret = rundown_from(addr);
 		}
-		if (taken == -EAGAIN) {
-			std::this_thread::sleep_for(wait);
-			if (wait < kLastWait)
-				wait *= 2;
-			else
-				retry = false;
-			continue;
-		}
-		wait = kFirstWait;
-		if (taken == -ENOENT)
+		if (ret == -ENOENT)
 			return err;
-		if (taken < 0) {
-			// This run only: the rest is announced still.
-			err = taken;
-			continue;
-		}
-		if (first && !taken)
-			return err;
-		first = false;
+		// This run only: the rest is announced still.
+		if (ret < 0 && !err)
+			err = ret;
 	}
 }
 
 // Announces batch[first, first + count), adjacent code that shares a side
-// file, as one region (count > 1) or each on its own, and stores the side
-// file if somebody records. The ioctl comes first: while nobody records,
-// nothing is stored.
+// file, as one region (count > 1) or each on its own, and has the side file
+// stored. Until a recorder asks for the process's code, nothing: the
+// rundown it asks for announces and stores what is live then.
 int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 				   const std::vector<Region> &batch, size_t first, size_t count)
 {
 	const Region &r = batch[first];
-	int taken;
+	int err;
 
+	if (!asked)
+		return 0;
 	if (count > 1) {
 		const Region &last = batch[first + count - 1];
 		const std::string name = run_name(r.image().name, count);
 
-		taken = announce_span(addrs[first],
-				      addrs[first + count - 1] + last.image().code.size() -
-					      addrs[first],
-				      r.file->offsets[r.index], name, *r.file, 0);
+		err = announce_span(addrs[first],
+				    addrs[first + count - 1] + last.image().code.size() -
+					    addrs[first],
+				    r.file->offsets[r.index], name, *r.file, 0);
 		// Not one executable mapping, say: then each on its own.
-		for (size_t i = first; taken == -EINVAL && i < first + count; i++)
-			taken = announce(addrs[i], batch[i], false);
+		for (size_t i = first; err == -EINVAL && i < first + count; i++)
+			err = announce(addrs[i], batch[i], false);
 	} else {
-		taken = announce(addrs[first], r, false);
+		err = announce(addrs[first], r, false);
 	}
-	if (taken < 0)
-		return taken;
-
-	// Code loaded while nobody recorded is stored by the rundown that the
-	// kernel asks for when a recorder appears.
-	return taken > 0 ? store_soon(r.file) : 0;
+	return err ? err : store_soon(r.file);
 }
 
 // How many of batch[i...] one region can cover: they share a side file,
@@ -910,7 +886,7 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 	if (err) {
 		// Take back what was announced: the batch loads as a whole or
 		// not at all. A fallback file keeps its lines: it has no unload.
-		for (size_t i = 0; code_region && i < announced; i++)
+		for (size_t i = 0; code_region && asked && i < announced; i++)
 			announce(addrs[i], batch[i], true);
 		return err;
 	}
@@ -925,11 +901,11 @@ int perfjit_session::unload(uint64_t addr)
 
 	if (it == regions.end())
 		return -ENOENT;
-	if (mode == PERFJIT_MODE_CODE_REGION) {
-		const int taken = announce(addr, it->second, true);
+	if (mode == PERFJIT_MODE_CODE_REGION && asked) {
+		const int err = announce(addr, it->second, true);
 
-		if (taken < 0)
-			return taken;
+		if (err)
+			return err;
 	}
 	// perf-PID.map cannot express an unload; jitdump has no record for it.
 	regions.erase(it);
@@ -955,16 +931,17 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 		err = jitdump.move(from, to, r.image().code.size(), r.jitdump_index);
 		break;
 	default: {
+		if (!asked)
+			break;
 		// Same code, same side file: only the address changes.
-		int taken = announce(to, r, false);
+		const int ret = announce(to, r, false);
 
-		if (taken >= 0) {
-			if (taken > 0)
-				err = store_soon(r.file);
-			taken = announce(from, it->second, true);
-		}
-		if (taken < 0)
-			return taken;
+		if (ret)
+			return ret;
+		err = store_soon(r.file);
+		const int unload = announce(from, it->second, true);
+		if (unload)
+			return unload;
 		break;
 	}
 	}
@@ -1167,7 +1144,7 @@ const char *perfjit_strerror(int err)
 	case 0:
 		return "success";
 	case EOPNOTSUPP:
-		return "the kernel has no PERF_EVENT_IOC_CODE_REGION";
+		return "the kernel has no PR_PERF_CODE_REGION";
 	case EEXIST:
 		return "code is announced at this address already";
 	case ENOENT:

@@ -25,17 +25,15 @@ struct perf_code_region {
 };
 static_assert(sizeof(perf_code_region) == 64, "PERF_CODE_REGION_SIZE_VER0");
 
-constexpr unsigned long PERF_EVENT_IOC_CODE_REGION = _IOW('$', 12, struct perf_code_region *);
 constexpr __u32 PERF_CODE_REGION_UNLOAD = 1U << 0;
 constexpr __u32 PERF_CODE_REGION_RUNDOWN = 1U << 1;
-constexpr __u32 PERF_CODE_REGION_RETRY = 1U << 2;
 constexpr size_t PERF_CODE_REGION_NAME_MAX = 4096;
 
-// prctl(PR_PERF_CODE_REGION, op, arg, 0, 0): announce without a perf fd, and
-// register an eventfd that is signalled when a recorder starts watching.
-constexpr int PR_PERF_CODE_REGION = 0x50455246;
-constexpr unsigned long PR_PERF_CODE_REGION_ANNOUNCE = 0;
-constexpr unsigned long PR_PERF_CODE_REGION_NOTIFY = 1;
+// prctl(PR_PERF_CODE_REGION, op, arg, 0, 0): announce code, and register an
+// eventfd that is signalled when a recorder asks for a rundown.
+constexpr int PR_PERF_CODE_REGION = 82;
+constexpr unsigned long PR_PERF_CODE_REGION_ANNOUNCE = 1;
+constexpr unsigned long PR_PERF_CODE_REGION_REGISTER = 2;
 
 } // namespace perfjit::uapi
 
