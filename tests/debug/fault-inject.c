@@ -6,7 +6,7 @@
  * (tests/check-debug); prints PASS/FAIL/SKIP lines and "COVERAGE" lines,
  * and exits non-zero when something failed.
  *
- *	fault-inject [-v] [only]	only: code-region, ioctl, usercopy, deferred
+ *	fault-inject [-v] [only]	only: code-region, usercopy, deferred
  *
  * -v prints every attempt, and has every fault dump its stack in the kernel
  * log (the capabilities' "verbose" 2).
@@ -25,7 +25,6 @@
  *			process: a failed call returns ENOMEM or EFAULT and
  *			leaves no record; a call that succeeds leaves exactly
  *			one record, well formed and as announced.
- *   ioctl		the same through PERF_EVENT_IOC_CODE_REGION.
  *   usercopy		the same with only fail_usercopy counting: every fault
  *			gives EFAULT and no record.
  *   deferred		mmap() of a shared object whose build-id is known, from
@@ -431,8 +430,6 @@ static void hex(const __u8 *b, int n, char *out)
 
 /* ---- code regions -------------------------------------------------------- */
 
-enum how { BY_PRCTL, BY_IOCTL };
-
 struct outcome {
 	long attempts, enomem, efault, tolerated, ok;
 	struct fired fired;
@@ -462,7 +459,7 @@ static const char *check_region_rec(const struct rec *r, const struct perf_code_
 	return why;
 }
 
-static void code_region_loop(const char *name, enum how how, bool usercopy_only)
+static void code_region_loop(const char *name, bool usercopy_only)
 {
 	struct perf_code_region cr;
 	struct outcome o = { 0 };
@@ -513,11 +510,8 @@ static void code_region_loop(const char *name, enum how how, bool usercopy_only)
 		}
 		o.attempts++;
 		arm(n);
-		if (how == BY_PRCTL)
-			ret = prctl(PR_PERF_CODE_REGION, PR_PERF_CODE_REGION_ANNOUNCE,
-				    (unsigned long)&cr, 0, 0);
-		else
-			ret = ioctl(e.fd, PERF_EVENT_IOC_CODE_REGION, &cr);
+		ret = prctl(PR_PERF_CODE_REGION, PR_PERF_CODE_REGION_ANNOUNCE,
+			    (unsigned long)&cr, 0, 0);
 		err = errno;
 		fired = fired_and_disarm();
 
@@ -556,8 +550,8 @@ static void code_region_loop(const char *name, enum how how, bool usercopy_only)
 			       n, ret);
 			goto out;
 		}
-		if (ret != 1 || nrecs != 1) {
-			result("FAIL", name, "N=%u%s: returned %ld with %d record(s), want 1 and 1",
+		if (ret != 0 || nrecs != 1) {
+			result("FAIL", name, "N=%u%s: returned %ld with %d record(s), want 0 and 1",
 			       n, fired ? " (a fault fired)" : "", ret, nrecs);
 			goto out;
 		}
@@ -934,11 +928,9 @@ int main(int argc, char **argv)
 		perror("fault-inject: mlockall (going on)");
 
 	if (!only || !strcmp(only, "code-region"))
-		code_region_loop("code-region", BY_PRCTL, false);
-	if (!only || !strcmp(only, "ioctl"))
-		code_region_loop("code-region-ioctl", BY_IOCTL, false);
+		code_region_loop("code-region", false);
 	if (!only || !strcmp(only, "usercopy"))
-		code_region_loop("code-region-usercopy", BY_PRCTL, true);
+		code_region_loop("code-region-usercopy", true);
 	if (!only || !strcmp(only, "deferred"))
 		deferred_loop(dir);
 
