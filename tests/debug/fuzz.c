@@ -11,9 +11,9 @@
  *      exclude bits, valid and invalid sizes, pid self/child/-1/none, cpu
  *      -1/0/1/out of range), a ring buffer of a random (valid or invalid)
  *      size, ioctls and read() on the recorders; up to 8 stay open;
- *  (b) a code-region call, prctl(PR_PERF_CODE_REGION) or
- *      PERF_EVENT_IOC_CODE_REGION, with random fields, or
- *      PR_PERF_CODE_REGION_NOTIFY with an eventfd, -1 or a wrong fd;
+ *  (b) a code-region call, prctl(PR_PERF_CODE_REGION) with random fields,
+ *      PERF_EVENT_IOC_CODE_REGION_RUNDOWN on a recorder or another fd, or
+ *      PR_PERF_CODE_REGION_REGISTER with an eventfd, -1 or a wrong fd;
  *  (c) mmap/mprotect/munmap of ELF files (from the root file system, a
  *      copy on /tmp and, as root with mkfs.ext2 and a loop device, copies on
  *      an ext2 image that are dropped from the page cache, so that build-ids
@@ -26,9 +26,8 @@
  * is a FAIL. A perf_event_open() that fails where success was predicted is
  * tolerated only with an errno of the allowed set (EINVAL E2BIG EACCES EPERM
  * ENOENT EOPNOTSUPP EMFILE ENODEV ESRCH), counted and printed, and never for
- * a plain attr (DUMMY, full size, this process). A valid code-region call
- * with PERF_CODE_REGION_RETRY may fail with EAGAIN (a recorder's buffer had
- * no room for it); that is counted and printed.
+ * a plain attr (DUMMY, full size, this process). A valid announcement
+ * returns 0, whoever records.
  *
  * Every recorder's ring buffer is drained through mmap3-check.h every 64
  * iterations, before it is closed and at the end: a malformed record is a
@@ -60,16 +59,16 @@
 
 #include "mmap3-check.h"
 
-#ifndef PERF_EVENT_IOC_CODE_REGION
-#error "needs the uapi perf_event.h of the patched tree"
+#include <linux/prctl.h>
+
+#ifndef PR_PERF_CODE_REGION
+#error "needs the uapi prctl.h of the patched tree"
 #endif
 
-#define PR_PERF_CODE_REGION_	0x50455246
-#define CR_ANNOUNCE		0
-#define CR_NOTIFY		1
+#define CR_ANNOUNCE		PR_PERF_CODE_REGION_ANNOUNCE
+#define CR_REGISTER		PR_PERF_CODE_REGION_REGISTER
 #define CR_UNLOAD		1u
 #define CR_RUNDOWN		2u
-#define CR_RETRY		4u
 #define CR_SIZE_VER0		64
 #define CR_NAME_MAX		4096
 #define KERNEL_ADDR		0xffffffff81000000ULL
@@ -388,16 +387,7 @@ static int notify_efd = -1;
 static unsigned long long total_records, total_lost, total_opens, total_open_fails;
 static unsigned long long total_mmap3, total_cr_recs, total_bids, total_bid_errs;
 static unsigned long long tolerated[160];
-static unsigned long long cr_calls, cr_ok, cr_taken, cr_eagain;
-
-static int n_cr_events(void)
-{
-	int i, n = 0;
-
-	for (i = 0; i < n_recs; i++)
-		n += recs[i].attr.code_regions;
-	return n;
-}
+static unsigned long long cr_calls, cr_ok, cr_rundowns;
 
 static void drain(struct recorder *r)
 {
@@ -902,7 +892,6 @@ static void churn_map(void)
 
 struct thread_arg {
 	unsigned long long seed;
-	int max_taken;
 	char err[256];
 };
 
@@ -930,15 +919,15 @@ static void *churn_thread(void *arg)
 		r.addr = (uintptr_t)p;
 		r.len = len / 2;
 		r.name = (uintptr_t)name;
-		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION_, CR_ANNOUNCE, &r, 0, 0);
-		if (ret < 0 || ret > t->max_taken) {
-			snprintf(t->err, sizeof(t->err), "thread announce returned %ld (%s), "
-				 "at most %d", ret, ret < 0 ? errname(errno) : "-", t->max_taken);
+		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION, CR_ANNOUNCE, &r, 0, 0);
+		if (ret) {
+			snprintf(t->err, sizeof(t->err), "thread announce returned %ld (%s)",
+				 ret, ret < 0 ? errname(errno) : "-");
 			return NULL;
 		}
 		r.flags = CR_UNLOAD;
-		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION_, CR_ANNOUNCE, &r, 0, 0);
-		if (ret < 0 || ret > t->max_taken) {
+		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION, CR_ANNOUNCE, &r, 0, 0);
+		if (ret) {
 			snprintf(t->err, sizeof(t->err), "thread unload returned %ld (%s)",
 				 ret, ret < 0 ? errname(errno) : "-");
 			return NULL;
@@ -1013,7 +1002,6 @@ static void op_churn(void)
 		say("%d threads map, announce, unload, unmap", n);
 		for (i = 0; i < n; i++) {
 			args[i].seed = rnd();
-			args[i].max_taken = n_cr_events();
 			args[i].err[0] = 0;
 			if (pthread_create(&th[i], NULL, churn_thread, &args[i]))
 				fail("pthread_create");
@@ -1182,9 +1170,9 @@ static void op_code_region(void)
 	struct range rg;
 	unsigned char *p = NULL;
 	unsigned int k, size, i;
-	bool use_ioctl = chance(35), tail_nz = false;
+	bool tail_nz = false;
 	unsigned long a4 = 0, a5 = 0, op = CR_ANNOUNCE;
-	int name_err, ioctl_fd = -1;
+	int name_err;
 	char name_what[64];
 	const char *loc;
 	long ret;
@@ -1202,10 +1190,8 @@ static void op_code_region(void)
 	else if (k < 92)
 		r.flags = CR_UNLOAD | CR_RUNDOWN;
 	else
-		r.flags = 1u << (3 + rn(29));
-	if (chance(20))
-		r.flags |= CR_RETRY;
-	if (r.flags & ~(CR_UNLOAD | CR_RUNDOWN | CR_RETRY) ||
+		r.flags = 1u << (2 + rn(30));
+	if (r.flags & ~(CR_UNLOAD | CR_RUNDOWN) ||
 	    (r.flags & (CR_UNLOAD | CR_RUNDOWN)) == (CR_UNLOAD | CR_RUNDOWN))
 		want(&w, EINVAL);
 
@@ -1314,19 +1300,7 @@ static void op_code_region(void)
 	}
 
 	/* How it is called. */
-	if (use_ioctl) {
-		k = rn(100);
-		if (k < 45 || !n_recs)
-			ioctl_fd = runtime_fd;
-		else if (k < 96)
-			ioctl_fd = recs[rn(n_recs)].fd;
-		else
-			ioctl_fd = notify_efd;	/* not a perf fd */
-		if (ioctl_fd == notify_efd) {
-			memset(&w, 0, sizeof(w));
-			want(&w, ENOTTY);
-		}
-	} else {
+	{
 		k = rn(100);
 		if (k < 3) {
 			a4 = 1 + rn(100);
@@ -1335,7 +1309,7 @@ static void op_code_region(void)
 			a5 = rnd() | 1;
 			want(&w, EINVAL);
 		} else if (k < 9) {
-			static const unsigned long ops[] = { 2, 3, 0x100, ~0UL };
+			static const unsigned long ops[] = { 0, 3, 0x100, ~0UL };
 
 			op = ops[rn(4)];
 			memset(&w, 0, sizeof(w));
@@ -1343,30 +1317,68 @@ static void op_code_region(void)
 		}
 	}
 
-	say("%s(op %lu a4 %#lx a5 %#lx fd %d, struct %s size %u%s flags %#x addr %#llx "
+	say("prctl(op %lu a4 %#lx a5 %#lx, struct %s size %u%s flags %#x addr %#llx "
 	    "len %#llx (%s) pgoff %#llx name %s bid %u res %02x%02x%02x)",
-	    use_ioctl ? "ioctl" : "prctl", op, a4, a5, ioctl_fd, loc, size,
+	    op, a4, a5, loc, size,
 	    tail_nz ? " tail!=0" : "", r.flags, (unsigned long long)r.addr,
 	    (unsigned long long)r.len, rg.what, (unsigned long long)r.pgoff, name_what,
 	    r.build_id_size, r.__reserved[0], r.__reserved[1], r.__reserved[2]);
 
 	errno = 0;
-	if (use_ioctl)
-		ret = ioctl(ioctl_fd, PERF_EVENT_IOC_CODE_REGION, p);
-	else
-		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION_, op, p, a4, a5);
+	ret = syscall(SYS_prctl, PR_PERF_CODE_REGION, op, p, a4, a5);
 	err = errno;
 	cr_calls++;
-	if (ret < 0 && err == EAGAIN && r.flags & CR_RETRY && !w.any)
-		cr_eagain++;	/* a recorder had no room: the caller retries */
-	else
-		expect("code region", ret, err, &w, n_cr_events());
-	if (ret >= 0) {
+	/* 0, whoever records. */
+	expect("code region", ret, err, &w, 0);
+	if (ret >= 0)
 		cr_ok++;
-		cr_taken += ret;
+}
+
+/*
+ * PERF_EVENT_IOC_CODE_REGION_RUNDOWN on a recorder (0, or EINVAL without
+ * code_regions or with an argument, ENODATA while it cannot take records),
+ * the runtime's event (EINVAL: no code_regions) or the eventfd (ENOTTY).
+ */
+static void op_rundown(void)
+{
+	unsigned long arg = chance(10) ? 1 + rn(100) : 0;
+	unsigned int k = rn(100);
+	bool code_regions = false;
+	const char *what;
+	long ret;
+	int fd, err;
+
+	if (k < 70 && n_recs) {
+		int j = rn(n_recs);
+
+		fd = recs[j].fd;
+		code_regions = recs[j].attr.code_regions;
+		what = code_regions ? "recorder" : "recorder without code_regions";
+	} else if (k < 90) {
+		fd = runtime_fd;
+		what = "runtime fd";
+	} else {
+		fd = notify_efd;
+		what = "eventfd";
 	}
-	if (n_cr_events() == 0 && ret > 0)
-		fail("code region taken by %ld events, none has code_regions", ret);
+	say("ioctl(%s %d, CODE_REGION_RUNDOWN, %lu)", what, fd, arg);
+	errno = 0;
+	ret = ioctl(fd, PERF_EVENT_IOC_CODE_REGION_RUNDOWN, arg);
+	err = errno;
+	say(" -> %ld%s%s", ret, ret < 0 ? " " : "", ret < 0 ? errname(err) : "");
+	if (fd == notify_efd) {
+		if (ret != -1 || err != ENOTTY)
+			fail("rundown ioctl on an eventfd: %ld %s, expected ENOTTY", ret,
+			     errname(err));
+	} else if (fd == runtime_fd || arg || !code_regions) {
+		if (ret != -1 || err != EINVAL)
+			fail("rundown ioctl on the %s, argument %lu: %ld %s, expected EINVAL",
+			     what, arg, ret, errname(err));
+	} else if (ret && err != ENODATA) {
+		fail("rundown ioctl on a recorder: %s, expected 0 or ENODATA", errname(err));
+	}
+	if (!ret)
+		cr_rundowns++;
 }
 
 static void op_notify(void)
@@ -1415,17 +1427,17 @@ static void op_notify(void)
 
 		ret = read(notify_efd, &n, sizeof(n));
 		say("read(eventfd) -> %ld (%llu); rundown", ret, (unsigned long long)n);
-		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION_, CR_ANNOUNCE, &r, 0, 0);
-		expect("rundown announce", ret, errno, &w, n_cr_events());
+		ret = syscall(SYS_prctl, PR_PERF_CODE_REGION, CR_ANNOUNCE, &r, 0, 0);
+		expect("rundown announce", ret, errno, &w, 0);
 		return;
 	}
 	if (chance(5)) {
 		a4 = 1;
 		want(&w, EINVAL);
 	}
-	say("prctl(NOTIFY, %s %#lx, a4 %lu)", what, fd, a4);
-	ret = syscall(SYS_prctl, PR_PERF_CODE_REGION_, CR_NOTIFY, fd, a4, 0);
-	expect("PR_PERF_CODE_REGION_NOTIFY", ret, errno, &w, 0);
+	say("prctl(REGISTER, %s %#lx, a4 %lu)", what, fd, a4);
+	ret = syscall(SYS_prctl, PR_PERF_CODE_REGION, CR_REGISTER, fd, a4, 0);
+	expect("PR_PERF_CODE_REGION_REGISTER", ret, errno, &w, 0);
 	if (p[0] >= 0) {
 		close(p[0]);
 		close(p[1]);
@@ -1504,8 +1516,10 @@ int main(int argc, char **argv)
 			op_open();
 		else if (k < 30)
 			op_recorders();
-		else if (k < 72)
+		else if (k < 66)
 			op_code_region();
+		else if (k < 72)
+			op_rundown();
 		else if (k < 80)
 			op_notify();
 		else
@@ -1539,10 +1553,10 @@ int main(int argc, char **argv)
 	for (i = 1; i < 160; i++)
 		if (tolerated[i])
 			printf(", %llu tolerated %s", tolerated[i], errname(i));
-	printf("), %llu code-region calls (%llu succeeded, taken %llu times, %llu EAGAIN with "
-	       "RETRY); MMAP3 records %llu (%llu code regions, %llu with a build-id, %llu "
+	printf("), %llu code-region calls (%llu succeeded), %llu rundown requests; MMAP3 "
+	       "records %llu (%llu code regions, %llu with a build-id, %llu "
 	       "BUILD_ID_ERR); %.1f s\n",
-	       cr_calls, cr_ok, cr_taken, cr_eagain, total_mmap3, total_cr_recs, total_bids, total_bid_errs,
+	       cr_calls, cr_ok, cr_rundowns, total_mmap3, total_cr_recs, total_bids, total_bid_errs,
 	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 	printf("PASS debug/fuzz (seed %llu, %lu iterations, %llu records checked, %llu lost)\n",
 	       seed, iterations, total_records, total_lost);
