@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 // attach: a long-running JIT for recorders that attach late.
 //
-//   attach --functions N [--batch K] [--seconds S]
+//   attach --functions N [--batch K] [--seconds S] [--interleave]
 //
 // Writes N functions of 16 bytes into one mapping (each a short loop with a
 // tag of its own), announces them through libperfjit with
@@ -13,7 +13,9 @@
 // and then calls every function in turn for S seconds (default 60). Nobody
 // records while it loads: what a recorder that attaches later names comes
 // from the rundown that libperfjit's thread runs when the kernel tells it
-// that a recorder appeared.
+// that a recorder appeared. With --interleave it runs each batch's
+// functions as soon as they are loaded, as a runtime runs what it just
+// compiled, for a recorder that watches the loads.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -47,7 +49,7 @@ void emit(uint8_t *p, uint32_t iterations, uint32_t tag)
 
 int usage()
 {
-	fprintf(stderr, "usage: attach --functions N [--batch K] [--seconds S]\n");
+	fprintf(stderr, "usage: attach --functions N [--batch K] [--seconds S] [--interleave]\n");
 	return 2;
 }
 
@@ -57,8 +59,16 @@ int main(int argc, char **argv)
 {
 	size_t n = 0, batch = 1000;
 	double seconds = 60;
+	bool interleave = false;
 
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i += 2) {
+		if (!strcmp(argv[i], "--interleave")) {
+			interleave = true;
+			i--;
+			continue;
+		}
+		if (i + 1 == argc)
+			return usage();
 		if (!strcmp(argv[i], "--functions"))
 			n = strtoul(argv[i + 1], nullptr, 0);
 		else if (!strcmp(argv[i], "--batch"))
@@ -95,6 +105,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	unsigned sink = 0;
 	std::vector<std::string> names(n);
 	std::vector<perfjit_code> codes(n);
 	for (size_t i = 0; i < n; i++) {
@@ -115,13 +126,16 @@ int main(int argc, char **argv)
 			fprintf(stderr, "attach: perfjit_load_many: %s\n", perfjit_strerror(err));
 			return 1;
 		}
+		for (size_t r = 0; interleave && r < 20; r++) {
+			for (size_t i = b; i < n && i < b + batch; i++)
+				sink += reinterpret_cast<unsigned (*)()>(code + i * kSize)();
+		}
 	}
 	printf("ready %d %p %p\n", getpid(), mem, static_cast<void *>(code + len));
 	fflush(stdout);
 
 	const auto end = std::chrono::steady_clock::now() +
 			 std::chrono::duration<double>(seconds);
-	unsigned sink = 0;
 	while (std::chrono::steady_clock::now() < end) {
 		for (size_t i = 0; i < n; i++)
 			sink += reinterpret_cast<unsigned (*)()>(code + i * kSize)();
