@@ -56,6 +56,14 @@
 #define MMAP3_FLAGS_OFF 72
 #define MMAP3_BID_SIZE_OFF 74
 #define MMAP3_BUILD_ID_ERR (1u << 2)
+#define MMAP3_BUILD_ID_PENDING (1u << 3)
+#define MMAP3_ID_OFF 40		/* u32 maj, min; u64 ino, ino_generation */
+/* PERF_RECORD_MMAP3_BUILD_ID: the build-id of a pending MMAP3's file. */
+#define REC_MMAP3_BUILD_ID 24
+#define BID_ID_OFF 16		/* u32 maj, min; u64 ino, ino_generation */
+#define BID_FLAGS_OFF 40
+#define BID_SIZE_OFF 42
+#define BID_FIXED_SIZE_OFF 44
 #ifndef PERF_RECORD_MISC_MMAP_BUILD_ID
 #define PERF_RECORD_MISC_MMAP_BUILD_ID (1 << 14)
 #endif
@@ -98,6 +106,9 @@ struct recorder {
 	const uint8_t *want_bid;
 	size_t want_bid_size;
 	uint64_t want_seen, want_has_bid, want_correct, want_err;
+	/* the file identity of the wanted file's pending MMAP3 record */
+	unsigned char want_id[24];
+	bool want_pending;
 };
 
 static int rec_open(struct recorder *r, int mode)
@@ -187,6 +198,29 @@ static void rec_one(struct recorder *r, const unsigned char *p, size_t len)
 			bid = p + 44;
 		}
 		break;
+	case REC_MMAP3_BUILD_ID: {
+		uint16_t fl, fixed;
+
+		if (r->mode != M_MMAP3 || len < 48)
+			return;
+		memcpy(&fl, p + BID_FLAGS_OFF, sizeof(fl));
+		memcpy(&fixed, p + BID_FIXED_SIZE_OFF, sizeof(fixed));
+		bid_size = p[BID_SIZE_OFF];
+		if (fixed + ((bid_size + 7) & ~7u) > len)
+			return;
+		/* The build-id of a file whose mapping said it was pending. */
+		r->with_bid += bid_size > 0;
+		r->bid_err += !!(fl & MMAP3_BUILD_ID_ERR);
+		if (!r->want_pending || memcmp(p + BID_ID_OFF, r->want_id, sizeof(r->want_id)))
+			return;
+		r->want_pending = false;
+		r->want_has_bid += bid_size > 0;
+		r->want_err += !!(fl & MMAP3_BUILD_ID_ERR);
+		if (bid_size && bid_size == r->want_bid_size &&
+		    !memcmp(p + fixed, r->want_bid, bid_size))
+			r->want_correct++;
+		return;
+	}
 	case REC_MMAP3: {
 		uint16_t fl, fixed;
 
@@ -209,6 +243,11 @@ static void rec_one(struct recorder *r, const unsigned char *p, size_t len)
 	r->with_bid += bid_size > 0;
 	r->bid_err += err;
 	if (r->want_name && !strcmp(name, r->want_name)) {
+		if (h.type == REC_MMAP3 && !bid_size && !err &&
+		    (p[MMAP3_FLAGS_OFF] & MMAP3_BUILD_ID_PENDING)) {
+			memcpy(r->want_id, p + MMAP3_ID_OFF, sizeof(r->want_id));
+			r->want_pending = true;
+		}
 		r->want_seen++;
 		r->want_has_bid += bid_size > 0;
 		r->want_err += err;

@@ -465,7 +465,7 @@ namespace
 constexpr uint32_t kRecordLost = 2, kRecordMmap3 = 23;
 // PERF_EVENT_IOC_CODE_REGION_RUNDOWN, which the build host's headers lack.
 const unsigned long kIocCodeRegionRundown = _IO('$', 12);
-constexpr uint16_t kMmap3CodeRegion = 1U << 0, kMmap3Unmap = 1U << 1, kMmap3Rundown = 1U << 3;
+constexpr uint16_t kMmap3CodeRegion = 1U << 0, kMmap3Unmap = 1U << 1, kMmap3Rundown = 1U << 4;
 
 // What a recorder saw of one code-region record.
 struct Seen {

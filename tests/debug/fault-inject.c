@@ -29,13 +29,16 @@
  *			gives EFAULT and no record.
  *   deferred		mmap() of a shared object whose build-id is known, from
  *			ext2 on a loop device, after evicting it from the page
- *			cache, so that its MMAP3 record waits for the build-id
- *			read on the way back to user space; then a second
- *			mapping. mmap() succeeds or fails with ENOMEM (then no
- *			record); the record exists once, with the right
- *			build-id or PERF_MMAP3_BUILD_ID_ERR and no build-id,
- *			never a wrong one; the first mapping's record comes
- *			before the second's.
+ *			cache, so that its MMAP3 record says
+ *			PERF_MMAP3_BUILD_ID_PENDING and the task reads the
+ *			build-id on the way back to user space, into a
+ *			PERF_RECORD_MMAP3_BUILD_ID; then a second mapping.
+ *			mmap() succeeds or fails with ENOMEM (then no record);
+ *			the record exists once, with PERF_MMAP3_BUILD_ID_ERR
+ *			or pending, and a pending one has exactly one build-id
+ *			record, with the right build-id or
+ *			PERF_MMAP3_BUILD_ID_ERR and none, never a wrong one,
+ *			between the first mapping's record and the second's.
  *
  * The shared objects are fi-lib1.so and fi-lib2.so beside this program,
  * linked with the build-ids FI_BUILD_ID1 and FI_BUILD_ID2 (tests/debug/
@@ -294,11 +297,24 @@ struct rec {
 	__u8 build_id_size, build_id[20];
 	char filename[PATH_MAX];
 	bool sample_tid_ok;
+	__u32 maj, min;
+	__u64 ino, ino_generation;
+	int seq;			/* among MMAP3 and build-id records */
+};
+
+/* A PERF_RECORD_MMAP3_BUILD_ID. */
+struct bid_rec {
+	__u32 maj, min;
+	__u64 ino, ino_generation;
+	__u16 mmap3_flags;
+	__u8 build_id_size, build_id[20];
+	int seq;
 };
 
 #define MAX_RECS 64
 static struct rec recs[MAX_RECS];
-static int nrecs, nrecs_over;
+static struct bid_rec bids[MAX_RECS];
+static int nrecs, nrecs_over, nbids, nseq;
 
 static int collect(void *arg, const struct perf_event_header *h,
 		   const struct mmap3_view *v, char *why)
@@ -306,8 +322,26 @@ static int collect(void *arg, const struct perf_event_header *h,
 	struct rec *r;
 
 	(void)arg;
-	(void)h;
 	(void)why;
+	if (!v && h->type == MMAP3_BUILD_ID_TYPE) {
+		const struct mmap3_build_id_fixed *f = (const void *)h;
+		struct bid_rec *b;
+
+		if (nbids == MAX_RECS) {
+			nrecs_over++;
+			return 0;
+		}
+		b = &bids[nbids++];
+		b->maj = f->maj;
+		b->min = f->min;
+		b->ino = f->ino;
+		b->ino_generation = f->ino_generation;
+		b->mmap3_flags = f->mmap3_flags;
+		b->build_id_size = f->build_id_size;
+		memcpy(b->build_id, (const __u8 *)h + f->fixed_size, f->build_id_size);
+		b->seq = nseq++;
+		return 0;
+	}
 	if (!v)
 		return 0;
 	if (nrecs == MAX_RECS) {
@@ -323,6 +357,11 @@ static int collect(void *arg, const struct perf_event_header *h,
 	r->prot = v->r->prot;
 	r->flags = v->r->flags;
 	r->mmap3_flags = v->r->mmap3_flags;
+	r->maj = v->r->maj;
+	r->min = v->r->min;
+	r->ino = v->r->ino;
+	r->ino_generation = v->r->ino_generation;
+	r->seq = nseq++;
 	r->build_id_size = v->r->build_id_size;
 	memcpy(r->build_id, v->build_id, v->r->build_id_size);
 	snprintf(r->filename, sizeof(r->filename), "%s", v->filename);
@@ -388,7 +427,7 @@ static const char *drain(struct event *e)
 {
 	static char why[400];
 
-	nrecs = nrecs_over = 0;
+	nrecs = nrecs_over = nbids = nseq = 0;
 	mmap3_check_drain(&e->chk, e->base, RB_PAGES * page);
 	if (e->chk.malformed != e->malformed_seen) {
 		e->malformed_seen = e->chk.malformed;
@@ -688,6 +727,22 @@ static int find_rec(__u64 addr, const char *file)
 	return found;
 }
 
+/* The build-id record of @r's file: its index, -1 if none, -2 if several. */
+static int find_bid(const struct rec *r)
+{
+	int i, found = -1;
+
+	for (i = 0; i < nbids; i++) {
+		if (bids[i].maj != r->maj || bids[i].min != r->min ||
+		    bids[i].ino != r->ino || bids[i].ino_generation != r->ino_generation)
+			continue;
+		if (found >= 0)
+			return -2;
+		found = i;
+	}
+	return found;
+}
+
 static void deferred_loop(const char *dir)
 {
 	const char *name = "deferred";
@@ -732,7 +787,7 @@ static void deferred_loop(const char *dir)
 	spurious_usercopy = 0;
 	for (unsigned int n = 1;; n++) {
 		void *a0, *a1;
-		int r0, r1, err0;
+		int r0, r1, b0, err0;
 		bool fired;
 
 		if (n > MAX_N) {
@@ -823,30 +878,53 @@ static void deferred_loop(const char *dir)
 			       "after the second's", n, fired ? " (a fault fired)" : "");
 			goto out;
 		}
-		if (recs[r0].len != ((len[0] + page - 1) & ~(page - 1)) || recs[r0].pgoff || recs[r0].mmap3_flags &
-		    ~PERF_MMAP3_BUILD_ID_ERR || recs[r0].prot != (PROT_READ | PROT_EXEC)) {
+		if (recs[r0].len != ((len[0] + page - 1) & ~(page - 1)) || recs[r0].pgoff ||
+		    (recs[r0].mmap3_flags & ~(PERF_MMAP3_BUILD_ID_ERR | PERF_MMAP3_BUILD_ID_PENDING)) ||
+		    recs[r0].prot != (PROT_READ | PROT_EXEC)) {
 			result("FAIL", name, "N=%u: record len %llu pgoff %llu flags %#x prot %#x",
 			       n, (unsigned long long)recs[r0].len,
 			       (unsigned long long)recs[r0].pgoff, recs[r0].mmap3_flags,
 			       recs[r0].prot);
 			goto out;
 		}
-		if (recs[r0].mmap3_flags & PERF_MMAP3_BUILD_ID_ERR) {
-			if (recs[r0].build_id_size) {
-				result("FAIL", name, "N=%u: BUILD_ID_ERR with build_id_size %u",
-				       n, recs[r0].build_id_size);
+		b0 = find_bid(&recs[r0]);
+		if (!recs[r0].mmap3_flags) {
+			/* The note stayed in the page cache. */
+			if (recs[r0].build_id_size != wsize[0] ||
+			    memcmp(recs[r0].build_id, want[0], wsize[0]) || b0 != -1) {
+				result("FAIL", name, "N=%u: a record with neither ERR nor PENDING "
+				       "has build-id size %u, build-id records %d", n,
+				       recs[r0].build_id_size, b0);
 				goto out;
 			}
-			if (!fired) {
-				result("FAIL", name, "N=%u: BUILD_ID_ERR without a fault", n);
+		} else if (recs[r0].mmap3_flags & PERF_MMAP3_BUILD_ID_ERR) {
+			/* Not read at all: the read could not be queued. */
+			if (!fired || b0 != -1) {
+				result("FAIL", name, "N=%u: BUILD_ID_ERR %s", n,
+				       fired ? "and a build-id record" : "without a fault");
 				goto out;
 			}
 			errs++;
-		} else if (recs[r0].build_id_size != wsize[0] ||
-			   memcmp(recs[r0].build_id, want[0], wsize[0])) {
+		} else if (b0 < 0) {
+			result("FAIL", name, "N=%u%s: %s build-id record(s) for a pending mapping",
+			       n, fired ? " (a fault fired)" : "", b0 == -1 ? "no" : "several");
+			goto out;
+		} else if (bids[b0].seq < recs[r0].seq || bids[b0].seq > recs[r1].seq) {
+			result("FAIL", name, "N=%u: the build-id record is not between the "
+			       "first mapping's record and the second's", n);
+			goto out;
+		} else if (bids[b0].mmap3_flags & PERF_MMAP3_BUILD_ID_ERR) {
+			if (bids[b0].build_id_size || !fired) {
+				result("FAIL", name, "N=%u: build-id record with ERR, size %u, %s",
+				       n, bids[b0].build_id_size, fired ? "a fault" : "no fault");
+				goto out;
+			}
+			errs++;
+		} else if (bids[b0].build_id_size != wsize[0] ||
+			   memcmp(bids[b0].build_id, want[0], wsize[0])) {
 			char got[41], exp[41];
 
-			hex(recs[r0].build_id, recs[r0].build_id_size, got);
+			hex(bids[b0].build_id, bids[b0].build_id_size, got);
 			hex(want[0], wsize[0], exp);
 			result("FAIL", name, "N=%u%s: WRONG build-id '%s', the file's is %s", n,
 			       fired ? " (a fault fired)" : "", got, exp);

@@ -37,8 +37,29 @@
 #define MMAP3_F_CODE_REGION	1u
 #define MMAP3_F_UNMAP		2u
 #define MMAP3_F_BUILD_ID_ERR	4u
-#define MMAP3_F_RUNDOWN		8u
-#define MMAP3_F_KNOWN		0xfu
+#define MMAP3_F_BUILD_ID_PENDING 8u
+#define MMAP3_F_RUNDOWN		16u
+#define MMAP3_F_KNOWN		0x1fu
+
+#define MMAP3_BUILD_ID_TYPE	24	/* PERF_RECORD_MMAP3_BUILD_ID */
+#define MMAP3_BUILD_ID_FIXED	48
+
+/* The fixed part of PERF_RECORD_MMAP3_BUILD_ID. */
+struct mmap3_build_id_fixed {
+	struct perf_event_header header;
+	__u32	pid, tid;
+	__u32	maj, min;
+	__u64	ino;
+	__u64	ino_generation;
+	__u16	mmap3_flags;
+	__u8	build_id_size;
+	__u8	__reserved_1;
+	__u16	fixed_size;
+	__u16	__reserved_2;
+};
+
+_Static_assert(sizeof(struct mmap3_build_id_fixed) == MMAP3_BUILD_ID_FIXED,
+	       "MMAP3_BUILD_ID fixed part");
 
 /* The fixed part of PERF_RECORD_MMAP3. */
 struct mmap3_fixed {
@@ -96,6 +117,8 @@ struct mmap3_check {
 	__u64	mmap3_unmaps;
 	__u64	mmap3_build_ids;
 	__u64	mmap3_build_id_errs;
+	__u64	mmap3_build_id_pending;	/* MMAP3 records with BUILD_ID_PENDING */
+	__u64	mmap3_build_id_records;	/* PERF_RECORD_MMAP3_BUILD_ID */
 	__u64	lost;			/* sum of PERF_RECORD_LOST::lost */
 	__u64	lost_records;
 	__u64	malformed;
@@ -218,6 +241,14 @@ static inline int mmap3_check_mmap3(struct mmap3_check *c,
 	if ((r->mmap3_flags & MMAP3_F_BUILD_ID_ERR) && r->build_id_size)
 		return mmap3_bad(c, h, "BUILD_ID_ERR with build_id_size %u",
 				 r->build_id_size);
+	if ((r->mmap3_flags & MMAP3_F_BUILD_ID_PENDING) &&
+	    (r->build_id_size || (r->mmap3_flags & MMAP3_F_BUILD_ID_ERR) ||
+	     !r->ino || (r->mmap3_flags & MMAP3_F_CODE_REGION) ||
+	     (h->misc & PERF_RECORD_MISC_MMAP_DATA)))
+		return mmap3_bad(c, h, "BUILD_ID_PENDING with flags %#x, "
+				 "build_id_size %u, ino %llu, misc %#x",
+				 r->mmap3_flags, r->build_id_size,
+				 (unsigned long long)r->ino, h->misc);
 	if (!r->len)
 		return mmap3_bad(c, h, "len 0");
 	if (r->addr + r->len < r->addr)
@@ -282,9 +313,55 @@ static inline int mmap3_check_mmap3(struct mmap3_check *c,
 	c->mmap3_unmaps += !!(r->mmap3_flags & MMAP3_F_UNMAP);
 	c->mmap3_build_ids += !!r->build_id_size;
 	c->mmap3_build_id_errs += !!(r->mmap3_flags & MMAP3_F_BUILD_ID_ERR);
+	c->mmap3_build_id_pending += !!(r->mmap3_flags & MMAP3_F_BUILD_ID_PENDING);
 
 	if (c->cb && c->cb(c->cb_arg, h, &v, why))
 		return mmap3_bad(c, h, "%s", why);
+	return 0;
+}
+
+static inline int mmap3_check_build_id(struct mmap3_check *c,
+				       const struct perf_event_header *h)
+{
+	const struct mmap3_build_id_fixed *r = (const void *)h;
+	const unsigned char *b = (const void *)h;
+	size_t id_pad;
+	const __u32 *tid;
+
+	if (h->size < MMAP3_BUILD_ID_FIXED)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID shorter than its fixed part");
+	if (r->fixed_size != MMAP3_BUILD_ID_FIXED)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID fixed_size %u", r->fixed_size);
+	if (r->__reserved_1 || r->__reserved_2)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID reserved bytes %#x %#x",
+				 r->__reserved_1, r->__reserved_2);
+	if (h->misc != PERF_RECORD_MISC_USER)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID misc %#x", h->misc);
+	if (r->build_id_size > MMAP3_BUILD_ID_MAX)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID build_id_size %u", r->build_id_size);
+	if (r->mmap3_flags & ~MMAP3_F_BUILD_ID_ERR)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID mmap3_flags %#x", r->mmap3_flags);
+	if ((r->mmap3_flags & MMAP3_F_BUILD_ID_ERR) && r->build_id_size)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID with ERR and build_id_size %u",
+				 r->build_id_size);
+	if (!r->ino)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID without an inode");
+	id_pad = (r->build_id_size + 7) & ~7UL;
+	if (h->size != MMAP3_BUILD_ID_FIXED + id_pad + c->id_size)
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID of size %u, build_id_size %u",
+				 h->size, r->build_id_size);
+	if (!mmap3_all_zero(b + MMAP3_BUILD_ID_FIXED + r->build_id_size,
+			    id_pad - r->build_id_size))
+		return mmap3_bad(c, h, "MMAP3_BUILD_ID build-id padding not zero");
+	if (c->tid_off >= 0) {
+		tid = (const __u32 *)(b + MMAP3_BUILD_ID_FIXED + id_pad + c->tid_off);
+		if (tid[0] != r->pid || tid[1] != r->tid)
+			return mmap3_bad(c, h, "MMAP3_BUILD_ID pid/tid %u/%u, sample_id's %u/%u",
+					 r->pid, r->tid, tid[0], tid[1]);
+	}
+	c->mmap3_build_id_records++;
+	c->mmap3_build_ids += !!r->build_id_size;
+	c->mmap3_build_id_errs += !!(r->mmap3_flags & MMAP3_F_BUILD_ID_ERR);
 	return 0;
 }
 
@@ -302,6 +379,10 @@ static inline int mmap3_check_record(struct mmap3_check *c,
 	switch (h->type) {
 	case MMAP3_TYPE:
 		return mmap3_check_mmap3(c, h);
+	case MMAP3_BUILD_ID_TYPE:
+		if (mmap3_check_build_id(c, h))
+			return -1;
+		break;
 	case PERF_RECORD_LOST:
 		if (n != 8 + 16 + id)
 			return mmap3_bad(c, h, "LOST of size %zu", n);
