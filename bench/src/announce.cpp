@@ -7,12 +7,15 @@
 // Modes (run interleaved, R rounds; each round of each mode gets fresh code):
 //   code-region-rec   PERFJIT_MODE_CODE_REGION while this process records
 //                     itself with a dummy event with mmap3 and code_regions
-//                     (the prctl returns 1, side files are written into a
-//                     temporary PERF_BUILDID_DIR); the ring buffer is
-//                     drained between timed batches
+//                     that asked for its code (a rundown request, so that
+//                     libperfjit announces each load; side files are
+//                     written into a temporary PERF_BUILDID_DIR); the ring
+//                     buffer is drained between timed batches
 //   code-region-rec-many  the same, announced 64 at a time with
 //                     perfjit_load_many(): one side file per 64 functions
-//   code-region-idle  PERFJIT_MODE_CODE_REGION, nobody records (prctl 0)
+//   code-region-idle  PERFJIT_MODE_CODE_REGION, nobody records or ever
+//                     asked: libperfjit keeps the code and makes no system
+//                     call
 //   perf-map          PERFJIT_MODE_PERF_MAP: /tmp/perf-PID.map lines
 //   jitdump           PERFJIT_MODE_JITDUMP into a temporary directory
 // The workload: N functions of 16 bytes in one RWX mapping, each with its own
@@ -32,6 +35,7 @@
 #include <ftw.h>
 #include <linux/perf_event.h>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -47,6 +51,8 @@ constexpr uint32_t kRecordMmap3 = 23;
 constexpr uint16_t kMmap3CodeRegion = 1;
 constexpr size_t kRbPages = 256;
 constexpr size_t kFnSize = 16;
+// PERF_EVENT_IOC_CODE_REGION_RUNDOWN of the patched kernel.
+const unsigned long kIocCodeRegionRundown = _IO('$', 12);
 
 enum Mode { CR_REC, CR_REC_MANY, CR_IDLE, PERF_MAP, JITDUMP, NR_MODES };
 const char *const mode_names[NR_MODES] = { "code-region-rec", "code-region-rec-many",
@@ -240,6 +246,21 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 		rec.close();
 		munmap(code, len);
 		return res;
+	}
+
+	// A recorder that wants the code asks for it: from then on libperfjit
+	// announces each load. The request signals the library's thread;
+	// perfjit_rundown() makes the start certain before the timing.
+	if (rec.fd >= 0) {
+		if (ioctl(rec.fd, kIocCodeRegionRundown, 0) && !quiet)
+			fprintf(stderr, "announce: %s: rundown request: %s\n", mode_names[mode],
+				strerror(errno));
+		err = perfjit_rundown(s);
+		if (err) {
+			fprintf(stderr, "announce: %s: perfjit_rundown: %s\n", mode_names[mode],
+				perfjit_strerror(err));
+			exit(1);
+		}
 	}
 
 	uint64_t total = 0;
