@@ -115,6 +115,7 @@ class Results:
         self.mapcost = read_csv(raw, "mapcost.csv")
         self.buildid = read_csv(raw, "buildid.csv")
         self.announce = read_csv(raw, "announce.csv")
+        self.userevents = read_csv(raw, "userevents.csv")
         self.report = read_csv(raw, "report.csv")
         self.slowdown = read_csv(raw, "slowdown.csv")
         self.e2e = read_csv(raw, "e2e.csv")
@@ -296,9 +297,10 @@ class Results:
         if a is not None and b:
             md.append("")
             md.append(f"Cross-check with perfjit-calc (section 4; its functions carry line tables, "
-                      f"which libperfjit hashes into the build-id even when nobody "
-                      f"records): nobody recording, code regions cost {a:,.1f} us per function against "
+                      f"which libperfjit copies at each load, and hashes into the build-id only once "
+                      f"asked): nobody recording, code regions cost {a:,.1f} us per function against "
                       f"{b:,.1f} us for the perf-map fallback ({a / b:.2f}x).")
+        md.extend(self.userevents_table())
         r = ratio(meds.get("code-region-idle", {}).get("load_ns"), base)
         if r is None:
             self.targets.append((name, "not measured", "MISS"))
@@ -315,6 +317,36 @@ class Results:
         else:
             self.targets.append((name, f"{r:.2f}x", "PASS" if r <= 2.0 else "MISS"))
         return "\n".join(md)
+
+    def userevents_table(self):
+        if not self.userevents:
+            return []
+        labels = [("prctl-idle", "prctl, no event takes code regions"),
+                  ("prctl-rec", "prctl, a code_regions event takes them"),
+                  ("ue-idle", "user_events write(), not enabled (EBADF)"),
+                  ("ue-rec", "user_events write(), a perf event on its tracepoint"),
+                  ("uprobe-rec", "__jit_debug_register_code() with a perf event on a uprobe on it")]
+        by = defaultdict(lambda: defaultdict(list))
+        for r in self.userevents:
+            by[r["mode"]]["ns"].append(num(r["ns_per_region"]))
+            by[r["mode"]]["bytes"].append(num(r["bytes_per_record"]))
+        base = med(by.get("prctl-rec", {}).get("ns", []))
+        rows = []
+        for m, label in labels:
+            if m not in by:
+                continue
+            ns, b = med(by[m]["ns"]), med(by[m]["bytes"])
+            rows.append([label, fmt(ns, 0), fmt_ratio(ratio(ns, base)), fmt(b, 0) if b else "–"])
+        rounds = len({r["round"] for r in self.userevents})
+        return ["",
+                "The same regions without libperfjit, by the other ways a runtime could tell the kernel "
+                "(`bench/src/userevents.c`: one region at a time, each with a 20-byte build-id and a name; "
+                f"{rounds} rounds, medians; ratios to the prctl while recorded). A user_event carries "
+                "\"u64 addr; u64 len; u64 pgoff; u32 flags; __rel_loc char[] name; char[20] build_id; "
+                "u8 build_id_size\" as a PERF_SAMPLE_RAW sample; the uprobe is the trap alone, before any "
+                "copy of the in-memory ELF object that the GDB JIT interface hands over.",
+                "",
+                table(["way", "ns per region", "ratio to the prctl, recorded", "bytes per record"], rows)]
 
     # ---- 3. end to end ----
     def section_e2e(self):
