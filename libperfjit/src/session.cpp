@@ -83,22 +83,9 @@ struct SideFile {
 	Pack pack;
 	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
 	BuildId id{};
-	bool laid_out = false; // offsets and id computed
-	bool stored = false;   // written to the build-id cache
-	bool queued = false;   // in perfjit_session::pending
-	int store_err = 0;     // why the library's thread could not store it
-
-	// The layout and build-id, computed when first needed: a load that
-	// nobody records costs neither the layout nor the hash.
-	SideFile &laid()
-	{
-		if (!laid_out) {
-			offsets = pack_layout(pack);
-			id = build_id_of(pack);
-			laid_out = true;
-		}
-		return *this;
-	}
+	bool stored = false; // written to the build-id cache
+	bool queued = false; // in perfjit_session::pending
+	int store_err = 0;   // why the library's thread could not store it
 };
 
 struct Region {
@@ -631,10 +618,8 @@ int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
 
 int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 {
-	const SideFile &file = r.file->laid();
-
-	return announce_span(addr, r.image().code.size(), file.offsets[r.index], r.image().name,
-			     file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
+	return announce_span(addr, r.image().code.size(), r.file->offsets[r.index], r.image().name,
+			     *r.file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
 }
 
 int perfjit_session::store(SideFile &file)
@@ -642,7 +627,7 @@ int perfjit_session::store(SideFile &file)
 	// A queued file is the thread's to write (a rundown runs on it too).
 	if (file.stored || (file.queued && own_thread && Notifier::get().has_writer()))
 		return 0;
-	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs);
+	int err = store_side_file(buildid_dir, file.pack, file.id, &dirs);
 	if (!err)
 		file.stored = true;
 	return err;
@@ -730,13 +715,12 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	const Region &r = first->second;
 	const uint64_t end = last->first + last->second.image().code.size();
 	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
-	r.file->laid();
 	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
 				run_name(r.image().name, count), *r.file, flags);
 	// Not one executable mapping, say: then each on its own.
 	for (auto it = first; err == -EINVAL && count > 1; ++it) {
 		err = announce_span(it->first, it->second.image().code.size(),
-				    it->second.file->laid().offsets[it->second.index],
+				    it->second.file->offsets[it->second.index],
 				    it->second.image().name, *it->second.file, flags);
 		if (it == last)
 			break;
@@ -797,7 +781,6 @@ int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
 		const Region &last = batch[first + count - 1];
 		const std::string name = run_name(r.image().name, count);
 
-		r.file->laid();
 		err = announce_span(addrs[first],
 				    addrs[first + count - 1] + last.image().code.size() -
 					    addrs[first],
@@ -871,7 +854,13 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 		r.index = r.file->pack.size();
 		r.file->pack.push_back(std::move(images[i]));
 	}
-	// The layout and build-id wait for a recorder: SideFile::laid().
+	for (auto &r : batch) {
+		if (r.index == 0) {
+			r.file->offsets = pack_layout(r.file->pack);
+			if (code_region)
+				r.file->id = build_id_of(r.file->pack);
+		}
+	}
 
 	size_t announced = 0;
 	int err = 0;
@@ -1114,8 +1103,11 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 		if (it == session->regions.end())
 			return -ENOENT;
-		const SideFile &file = it->second.file->laid();
+		SideFile &file = *it->second.file;
 
+		// Computed at load time only with code regions.
+		if (file.id == BuildId{})
+			file.id = build_id_of(file.pack);
 		memcpy(build_id, file.id.data(), file.id.size());
 		return 0;
 	});
