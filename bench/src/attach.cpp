@@ -15,8 +15,10 @@
 // from the rundown that libperfjit's thread runs when the kernel tells it
 // that a recorder appeared. With --interleave it runs each batch's
 // functions as soon as they are loaded, as a runtime runs what it just
-// compiled, for a recorder that watches the loads.
+// compiled, for a recorder that watches the loads. SIGTERM ends the run as
+// a runtime's shutdown does: perfjit_close() has the side files stored.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +33,13 @@ namespace
 {
 
 constexpr size_t kSize = 16;
+
+volatile std::sig_atomic_t stop = 0;
+
+void on_term(int)
+{
+	stop = 1;
+}
 
 // mov $iterations, %ecx; 1: dec %ecx; jnz 1b; mov $tag, %eax; ret
 void emit(uint8_t *p, uint32_t iterations, uint32_t tag)
@@ -95,6 +104,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	struct sigaction sa {};
+	sa.sa_handler = on_term;
+	sigaction(SIGTERM, &sa, nullptr);
+
 	perfjit_options opts{};
 	opts.size = sizeof(opts);
 	opts.mode = PERFJIT_MODE_CODE_REGION;
@@ -136,7 +149,7 @@ int main(int argc, char **argv)
 
 	const auto end = std::chrono::steady_clock::now() +
 			 std::chrono::duration<double>(seconds);
-	while (std::chrono::steady_clock::now() < end) {
+	while (!stop && std::chrono::steady_clock::now() < end) {
 		for (size_t i = 0; i < n; i++)
 			sink += reinterpret_cast<unsigned (*)()>(code + i * kSize)();
 	}
