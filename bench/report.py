@@ -297,8 +297,8 @@ class Results:
         if a is not None and b:
             md.append("")
             md.append(f"Cross-check with perfjit-calc (section 4; its functions carry line tables, "
-                      f"which libperfjit hashes into the build-id at each load, even when nobody "
-                      f"records): nobody recording, code regions cost {a:,.1f} us per function against "
+                      f"which libperfjit keeps at each load and hashes into the build-id only once a "
+                      f"recorder asked): nobody recording, code regions cost {a:,.1f} us per function against "
                       f"{b:,.1f} us for the perf-map fallback ({a / b:.2f}x).")
         md.extend(self.userevents_table())
         r = ratio(meds.get("code-region-idle", {}).get("load_ns"), base)

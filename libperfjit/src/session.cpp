@@ -83,9 +83,22 @@ struct SideFile {
 	Pack pack;
 	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
 	BuildId id{};
-	bool stored = false; // written to the build-id cache
-	bool queued = false; // in perfjit_session::pending
-	int store_err = 0;   // why the library's thread could not store it
+	bool laid_out = false; // offsets and id computed
+	bool stored = false;   // written to the build-id cache
+	bool queued = false;   // in perfjit_session::pending
+	int store_err = 0;     // why the library's thread could not store it
+
+	// The layout and build-id, computed when first needed: a load that
+	// nobody records costs neither the layout nor the hash.
+	SideFile &laid()
+	{
+		if (!laid_out) {
+			offsets = pack_layout(pack);
+			id = build_id_of(pack);
+			laid_out = true;
+		}
+		return *this;
+	}
 };
 
 struct Region {
@@ -131,10 +144,8 @@ struct perfjit_session {
 	int flush_pending();
 	int rundown_from(uint64_t &addr);
 	int rundown();
-	size_t run_length(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
-			  size_t i) const;
-	int announce_load(const std::vector<uint64_t> &addrs, const std::vector<Region> &batch,
-			  size_t first, size_t count);
+	size_t run_length(const std::vector<Region> &batch, size_t i) const;
+	int announce_load(const std::vector<Region> &batch, size_t first, size_t count);
 	int load(const perfjit_code *const *codes, size_t n);
 	int unload(uint64_t addr);
 	int move(uint64_t from, uint64_t to);
@@ -618,8 +629,10 @@ int perfjit_session::announce_span(uint64_t addr, uint64_t len, uint64_t pgoff,
 
 int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 {
-	return announce_span(addr, r.image().code.size(), r.file->offsets[r.index], r.image().name,
-			     *r.file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
+	const SideFile &file = r.file->laid();
+
+	return announce_span(addr, r.image().code.size(), file.offsets[r.index], r.image().name,
+			     file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
 }
 
 int perfjit_session::store(SideFile &file)
@@ -627,7 +640,7 @@ int perfjit_session::store(SideFile &file)
 	// A queued file is the thread's to write (a rundown runs on it too).
 	if (file.stored || (file.queued && own_thread && Notifier::get().has_writer()))
 		return 0;
-	int err = store_side_file(buildid_dir, file.pack, file.id, &dirs);
+	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs);
 	if (!err)
 		file.stored = true;
 	return err;
@@ -718,12 +731,13 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	const Region &r = first->second;
 	const uint64_t end = last->first + last->second.image().code.size();
 	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
+	r.file->laid();
 	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
 				run_name(r.image().name, count), *r.file, flags);
 	// Not one executable mapping, say: then each on its own.
 	for (auto it = first; err == -EINVAL && count > 1; ++it) {
 		err = announce_span(it->first, it->second.image().code.size(),
-				    it->second.file->offsets[it->second.index],
+				    it->second.file->laid().offsets[it->second.index],
 				    it->second.image().name, *it->second.file, flags);
 		if (it == last)
 			break;
@@ -772,49 +786,47 @@ int perfjit_session::rundown()
 // file, as one region (count > 1) or each on its own, and has the side file
 // stored. Until a recorder asks for the process's code, nothing: the
 // rundown it asks for announces and stores what is live then.
-int perfjit_session::announce_load(const std::vector<uint64_t> &addrs,
-				   const std::vector<Region> &batch, size_t first, size_t count)
+int perfjit_session::announce_load(const std::vector<Region> &batch, size_t first, size_t count)
 {
 	const Region &r = batch[first];
 	int err;
 
-	if (!asked)
-		return 0;
 	if (count > 1) {
-		const Region &last = batch[first + count - 1];
-		const std::string name = run_name(r.image().name, count);
+		const CodeImage &a = r.image(), &b = batch[first + count - 1].image();
+		const std::string name = run_name(a.name, count);
 
-		err = announce_span(addrs[first],
-				    addrs[first + count - 1] + last.image().code.size() -
-					    addrs[first],
+		r.file->laid();
+		err = announce_span(a.addr, b.addr + b.code.size() - a.addr,
 				    r.file->offsets[r.index], name, *r.file, 0);
 		// Not one executable mapping, say: then each on its own.
 		for (size_t i = first; err == -EINVAL && i < first + count; i++)
-			err = announce(addrs[i], batch[i], false);
+			err = announce(batch[i].image().addr, batch[i], false);
 	} else {
-		err = announce(addrs[first], r, false);
+		err = announce(r.image().addr, r, false);
 	}
 	return err ? err : store_soon(r.file);
 }
 
 // How many of batch[i...] one region can cover: they share a side file,
 // follow each other in memory, and no other code lies between them.
-size_t perfjit_session::run_length(const std::vector<uint64_t> &addrs,
-				   const std::vector<Region> &batch, size_t i) const
+size_t perfjit_session::run_length(const std::vector<Region> &batch, size_t i) const
 {
 	size_t n = 1;
 
 	for (; i + n < batch.size(); n++) {
 		const Region &prev = batch[i + n - 1], &next = batch[i + n];
-		auto other = regions.lower_bound(addrs[i + n - 1]);
+		auto other = regions.lower_bound(prev.image().addr);
 
 		if (prev.file != next.file || !adjacent(prev.image(), next.image()) ||
-		    (other != regions.end() && other->first < addrs[i + n]))
+		    (other != regions.end() && other->first < next.image().addr))
 			break;
 	}
 	return n;
 }
 
+// While nobody has asked for the process's code, a load is what it costs
+// to keep the code for a later rundown: a copy and a map entry, and no
+// system call, hash or temporary beyond the batch itself.
 int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 {
 	if (!codes || !n)
@@ -824,46 +836,46 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 			return -EINVAL;
 	}
 	// In address order: the order of a batch means nothing, and adjacent
-	// code can then share a region.
-	std::vector<const perfjit_code *> sorted(codes, codes + n);
-	std::sort(sorted.begin(), sorted.end(),
-		  [](const perfjit_code *a, const perfjit_code *b) { return a->addr < b->addr; });
-
-	std::vector<uint64_t> addrs(n);
-	std::vector<CodeImage> images(n);
-	for (size_t i = 0; i < n; i++) {
-		int err = CodeImage::from(*sorted[i], images[i]);
-
-		if (err)
-			return err;
-		if (images[i].name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
-			return -ENAMETOOLONG;
-		addrs[i] = images[i].addr;
-		if (regions.count(addrs[i]) || (i && addrs[i] == addrs[i - 1]))
-			return -EEXIST;
+	// code can then share a region. A batch in order already (one
+	// function, or a JIT's module) is taken as it is.
+	const auto by_addr = [](const perfjit_code *a, const perfjit_code *b) {
+		return a->addr < b->addr;
+	};
+	std::vector<const perfjit_code *> reordered;
+	const perfjit_code *const *sorted = codes;
+	if (!std::is_sorted(codes, codes + n, by_addr)) {
+		reordered.assign(codes, codes + n);
+		std::sort(reordered.begin(), reordered.end(), by_addr);
+		sorted = reordered.data();
 	}
 
 	// With code regions the batch shares one side file, but for code whose
 	// unwind table cannot move: that gets a file of its own.
 	const bool code_region = mode == PERFJIT_MODE_CODE_REGION;
 	std::vector<Region> batch(n);
-	auto shared = std::make_shared<SideFile>();
+	std::shared_ptr<SideFile> shared;
 	for (size_t i = 0; i < n; i++) {
-		Region &r = batch[i];
+		CodeImage image;
+		int err = CodeImage::from(*sorted[i], image);
 
-		r.file = code_region && eh_frame_relocatable(images[i])
-				 ? shared
-				 : std::make_shared<SideFile>();
-		r.index = r.file->pack.size();
-		r.file->pack.push_back(std::move(images[i]));
-	}
-	for (auto &r : batch) {
-		if (r.index == 0) {
-			r.file->offsets = pack_layout(r.file->pack);
-			if (code_region)
-				r.file->id = build_id_of(r.file->pack);
+		if (err)
+			return err;
+		if (image.name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
+			return -ENAMETOOLONG;
+		if (regions.count(image.addr) || (i && image.addr == batch[i - 1].image().addr))
+			return -EEXIST;
+		Region &r = batch[i];
+		if (code_region && eh_frame_relocatable(image)) {
+			if (!shared)
+				shared = std::make_shared<SideFile>();
+			r.file = shared;
+		} else {
+			r.file = std::make_shared<SideFile>();
 		}
+		r.index = r.file->pack.size();
+		r.file->pack.push_back(std::move(image));
 	}
+	// The layout and build-id wait for a recorder: SideFile::laid().
 
 	size_t announced = 0;
 	int err = 0;
@@ -873,15 +885,18 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 
 		switch (mode) {
 		case PERFJIT_MODE_PERF_MAP:
-			err = perf_map.load(addrs[announced], r.image().code.size(),
-					    r.image().name);
+			err = perf_map.load(r.image().addr, r.image().code.size(), r.image().name);
 			break;
 		case PERFJIT_MODE_JITDUMP:
-			err = jitdump.load(addrs[announced], r.image(), r.jitdump_index);
+			err = jitdump.load(r.image().addr, r.image(), r.jitdump_index);
 			break;
 		default:
-			count = run_length(addrs, batch, announced);
-			err = announce_load(addrs, batch, announced, count);
+			if (!asked) {
+				count = n - announced;
+				break;
+			}
+			count = run_length(batch, announced);
+			err = announce_load(batch, announced, count);
 			break;
 		}
 		announced += count;
@@ -890,11 +905,14 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 		// Take back what was announced: the batch loads as a whole or
 		// not at all. A fallback file keeps its lines: it has no unload.
 		for (size_t i = 0; code_region && asked && i < announced; i++)
-			announce(addrs[i], batch[i], true);
+			announce(batch[i].image().addr, batch[i], true);
 		return err;
 	}
-	for (size_t i = 0; i < n; i++)
-		regions.emplace(addrs[i], std::move(batch[i]));
+	for (auto &r : batch) {
+		const uint64_t addr = r.image().addr;
+
+		regions.emplace(addr, std::move(r));
+	}
 	return 0;
 }
 
@@ -1106,11 +1124,8 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 		if (it == session->regions.end())
 			return -ENOENT;
-		SideFile &file = *it->second.file;
+		const SideFile &file = it->second.file->laid();
 
-		// Computed at load time only with code regions.
-		if (file.id == BuildId{})
-			file.id = build_id_of(file.pack);
 		memcpy(build_id, file.id.data(), file.id.size());
 		return 0;
 	});
