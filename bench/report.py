@@ -116,6 +116,7 @@ class Results:
         self.buildid = read_csv(raw, "buildid.csv")
         self.announce = read_csv(raw, "announce.csv")
         self.userevents = read_csv(raw, "userevents.csv")
+        self.ctxsw = read_csv(raw, "ctxsw.csv")
         self.report = read_csv(raw, "report.csv")
         self.slowdown = read_csv(raw, "slowdown.csv")
         self.e2e = read_csv(raw, "e2e.csv")
@@ -301,6 +302,7 @@ class Results:
                       f"recorder asked): nobody recording, code regions cost {a:,.1f} us per function against "
                       f"{b:,.1f} us for the perf-map fallback ({a / b:.2f}x).")
         md.extend(self.userevents_table())
+        md.extend(self.ctxsw_table())
         r = ratio(meds.get("code-region-idle", {}).get("load_ns"), base)
         if r is None:
             self.targets.append((name, "not measured", "MISS"))
@@ -347,6 +349,43 @@ class Results:
                 "copy of the in-memory ELF object that the GDB JIT interface hands over.",
                 "",
                 table(["way", "ns per region", "ratio to the prctl, recorded", "bytes per record"], rows)]
+
+    def ctxsw_table(self):
+        if not self.ctxsw:
+            return []
+        labels = [("none", "no recorder"),
+                  ("rec", "perf record -a --no-code-regions"),
+                  ("rec-code-regions", "perf record -a (code regions: the sched-in check is on)"),
+                  ("rec-code-regions-registered",
+                   "perf record -a, both processes registered for rundowns")]
+        by = defaultdict(list)
+        signalled = defaultdict(list)
+        for r in self.ctxsw:
+            if r.get("status") == "ok" and num(r["ns_per_switch"]) is not None:
+                by[r["mode"]].append(num(r["ns_per_switch"]))
+                signalled[r["mode"]].append(num(r["signalled"], 0))
+        base = med(by.get("rec", []))
+        rows = []
+        for m, label in labels:
+            if m not in by:
+                continue
+            v = by[m]
+            rows.append([label, fmt(med(v), 0), f"{fmt(min(v), 0)}-{fmt(max(v), 0)}",
+                         fmt_ratio(ratio(med(v), base)), fmt(med(signalled[m]), 0)])
+        rounds = len({r["round"] for r in self.ctxsw})
+        trips = self.ctxsw[0].get("round_trips", "?")
+        return ["",
+                "Context switches under `perf record -a -e cpu-clock` (`bench/src/ctxsw.c`: two "
+                f"processes on CPU 0 pass a byte back and forth {trips} times, two switches per round "
+                f"trip; {rounds} rounds, modes interleaved, medians, ratios to the recording without "
+                "code regions). With code regions perf asks each CPU event for a rundown, which turns "
+                "on the check in `__perf_event_task_sched_in()`: a count of CPU-wide code-region events, "
+                "the CPU's own count, its request sequence against its floor and, for a registered "
+                "process, its registration's last seen request. \"Signalled\": rundown requests that reached the two registrations. "
+                "Under TCG a switch costs tens of microseconds and the spread between rounds is wide: "
+                "a difference smaller than the spread is not a measured cost.",
+                "",
+                table(["recording", "ns per switch", "range", "ratio", "signalled"], rows)]
 
     # ---- 3. end to end ----
     def section_e2e(self):
