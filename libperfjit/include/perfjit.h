@@ -13,13 +13,15 @@
  * with no perf inject step. It needs no permission to open perf events,
  * at any perf_event_paranoid.
  * Until a recorder asks for the process's code, a load makes no system
- * call and stores nothing. When one asks (perf record, however late),
- * the kernel signals the library, whose thread stores the side files of
- * the code that is live and announces it again (a "rundown"), so that the
- * recorder names code loaded before it started. From then on each load is
- * announced at once, and the library's thread writes its side file soon
- * after, so that the runtime does not wait for a file write;
- * perfjit_close() and exit() wait for what is still to be written.
+ * call, hashes nothing and stores nothing. When one asks (perf record,
+ * however late), the kernel signals the library, whose thread announces
+ * the code that is live again (a "rundown") and then stores its side
+ * files, so that the recorder names code loaded before it started. From
+ * then on each load is announced at once, and the library's thread writes
+ * its side file soon after, so that the runtime does not wait for a file
+ * write; perfjit_close() and exit() wait for what is still to be written
+ * (a process killed by a signal loses it: a runtime that ends on SIGTERM
+ * should close its sessions first).
  * On other kernels it writes /tmp/perf-PID.map lines or a jitdump file.
  *
  * Every function returns 0 or a negative errno value; perfjit_strerror()
@@ -154,9 +156,9 @@ PERFJIT_API int perfjit_unload(perfjit_session *session, const void *addr);
 /* Announce that the code loaded at @from now runs at @to (already copied). */
 PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const void *to);
 /*
- * Announce all live code again, marked as live before (a rundown), storing
- * the side files it needs: for a recorder that started after the code was
- * loaded. The library's thread does this by itself when the kernel says a
+ * Announce all live code again, marked as live before (a rundown), then
+ * store the side files it needs: for a recorder that started after the
+ * code was loaded. The library's thread does this by itself when the kernel says a
  * recorder asked; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
  * unloaded meanwhile is announced in order. 0 also when nobody records.
  * From the first rundown on, loads and unloads are announced as they come.

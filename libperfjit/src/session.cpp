@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <linux/perf_event.h>
 #include <map>
 #include <memory>
@@ -362,8 +363,22 @@ int Notifier::attach(perfjit_session *s, bool thread)
 		sessions_.erase(s);
 		if (sessions_.empty())
 			threaded_ = -1;
+		return err;
 	}
-	return err;
+	// A recorder asked already (perf record -- runtime: the kernel
+	// signals a registration at once when an event that watches the
+	// task asked): the new session announces from its first load. Left
+	// to the rundown, code loaded before it would have no name from the
+	// mapping record of its memory, made after the recording began, to
+	// the rundown's record. The eventfd stays for the thread (or the
+	// runtime) to read: other sessions' code needs the rundown.
+	struct pollfd pfd = {event_.get(), POLLIN, 0};
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+		std::lock_guard<std::mutex> session_guard(s->lock);
+
+		s->asked = true;
+	}
+	return 0;
 }
 
 void Notifier::detach(perfjit_session *s)
@@ -523,8 +538,14 @@ void Notifier::flush_at_exit()
 	Notifier &n = get();
 
 	try {
-		std::lock_guard<std::mutex> guard(n.lock_);
+		std::unique_lock<std::mutex> guard(n.lock_);
 
+		// A rundown that runs now goes on announcing and queueing its
+		// files: the thread takes no further session, and the one it
+		// runs down ends before the queues are flushed.
+		if (n.worker_)
+			n.worker_->quit = true;
+		n.idle_.wait(guard, [&n] { return !n.current_; });
 		for (perfjit_session *s : n.sessions_)
 			s->flush_pending();
 	} catch (...) {
@@ -637,8 +658,7 @@ int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 
 int perfjit_session::store(SideFile &file)
 {
-	// A queued file is the thread's to write (a rundown runs on it too).
-	if (file.stored || (file.queued && own_thread && Notifier::get().has_writer()))
+	if (file.stored)
 		return 0;
 	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs);
 	if (!err)
@@ -707,10 +727,10 @@ int perfjit_session::flush_pending()
 // One step of a rundown, under the lock: announces again the live code at
 // or after @addr (a run of adjacent code that shares a side file as one
 // region) and has its side file stored, then moves @addr past it. Returns
-// 0, -ENOENT at the end, or the error of this run. On the library's thread
-// the stores wait for the end of the rundown, as a load's do: the recorder
-// that asked gets every region first, and a rundown of 10,000 one-function
-// files does not take 10,000 file writes to reach its last region.
+// 0, -ENOENT at the end, or the error of this run. With the library's
+// thread the stores are queued for it, as a load's are: the recorder that
+// asked gets every region first, and a rundown of 10,000 one-function files
+// does not take 10,000 file writes to reach its last region.
 int perfjit_session::rundown_from(uint64_t &addr)
 {
 	auto first = regions.lower_bound(addr);
@@ -737,8 +757,8 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	// Not one executable mapping, say: then each on its own.
 	for (auto it = first; err == -EINVAL && count > 1; ++it) {
 		err = announce_span(it->first, it->second.image().code.size(),
-				    it->second.file->laid().offsets[it->second.index],
-				    it->second.image().name, *it->second.file, flags);
+				    r.file->offsets[it->second.index], it->second.image().name,
+				    *it->second.file, flags);
 		if (it == last)
 			break;
 	}
@@ -839,7 +859,7 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 	// code can then share a region. A batch in order already (one
 	// function, or a JIT's module) is taken as it is.
 	const auto by_addr = [](const perfjit_code *a, const perfjit_code *b) {
-		return a->addr < b->addr;
+		return std::less<const void *>{}(a->addr, b->addr);
 	};
 	std::vector<const perfjit_code *> reordered;
 	const perfjit_code *const *sorted = codes;
@@ -1072,7 +1092,11 @@ int perfjit_rundown(perfjit_session *session)
 			return err;
 		if (session->mode == PERFJIT_MODE_CODE_REGION)
 			Notifier::get().drain_for_runtime();
-		return session->rundown();
+		err = session->rundown();
+		// The files it queued for the library's thread, if the session
+		// has one: stored when this returns, and their errors its own.
+		const int store_err = session->flush_pending();
+		return err ? err : store_err;
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
 	} catch (...) {
