@@ -117,8 +117,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (child == 0) {
-		if (reg && (efd = register_rundowns()) < 0)
-			_exit(1);
+		if (reg) {
+			efd = register_rundowns();
+			if (efd < 0)
+				_exit(1);
+		}
 		/* Ready, then echo every byte; tell the parent the count at the end. */
 		if (write(pong[1], &c, 1) != 1)
 			_exit(1);
@@ -132,9 +135,13 @@ int main(int argc, char **argv)
 			      ? 0
 			      : 1);
 	}
-	if (reg && (efd = register_rundowns()) < 0) {
-		kill(child, SIGKILL);
-		return 1;
+	if (reg) {
+		efd = register_rundowns();
+		if (efd < 0) {
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			return 1;
+		}
 	}
 	if (read(pong[0], &c, 1) != 1) {
 		fprintf(stderr, "ctxsw: the child did not start\n");
