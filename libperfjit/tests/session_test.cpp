@@ -800,6 +800,29 @@ TEST_F(CodeRegion, RundownForALateRecorder)
 	EXPECT_TRUE(eventually([&] { return second.code_regions().size() >= 2; }));
 }
 
+// perf record -- runtime: the recorder asked before the runtime opened its
+// session. The session announces from its first load, at the load's time,
+// not only in the rundown that follows: code run between a load and that
+// rundown has a name.
+TEST_F(CodeRegion, OpenedWhileARecorderAskedAnnouncesEachLoad)
+{
+	session_.reset(); // the process's registration goes with its last session
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	// No library thread: no rundown runs before the load, so only the
+	// session's look at the registration can make it announce the load.
+	open(PERFJIT_OPEN_NO_THREAD);
+	perfjit::Session &s = *session_;
+	ExecPage page;
+
+	ASSERT_FALSE(s.load("jit_first", page.at(0), 16));
+	const auto addr = reinterpret_cast<uint64_t>(page.at(0));
+	auto seen = recorder.code_regions();
+	EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](const Seen &r) {
+		return r.addr == addr && r.flags == kMmap3CodeRegion;
+	})) << "the load itself was not announced";
+}
+
 // Each request gets a rundown: a recorder that asks again (perf record
 // does when its buffer lost records) gets every live function again.
 TEST_F(CodeRegion, RundownForEachRequest)
