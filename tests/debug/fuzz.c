@@ -679,8 +679,6 @@ static void op_open(void)
 		want(&w, EINVAL);
 	if (ea.mmap3 && (ea.mmap || ea.mmap2 || ea.build_id))
 		want(&w, EINVAL);
-	if (ea.code_regions && !ea.mmap3)
-		want(&w, EINVAL);
 	if (ea.sample_type & ~(PERF_SAMPLE_MAX - 1ULL))
 		want(&w, EINVAL);
 	if (ea.read_format & ~(PERF_FORMAT_MAX - 1ULL))
