@@ -749,6 +749,9 @@ TEST_F(CodeRegion, SideFilesStoredByTheThreadAndAtClose)
 
 // A side file the library's thread cannot store: the load itself succeeds
 // (it does not wait for the write), and perfjit_side_file() reports why.
+// The load may come before the library's thread has seen the recorder's
+// request: the code is then nobody's recorded code (-ENODATA) until the
+// rundown announces it and tries to store its file.
 TEST_F(CodeRegion, StoreErrorReportedBySideFile)
 {
 	const std::string bad = "/dev/null/buildid";
@@ -761,7 +764,12 @@ TEST_F(CodeRegion, StoreErrorReportedBySideFile)
 	char path[4096];
 
 	ASSERT_FALSE(s.load("jit_nowhere", page.at(0), 16));
-	EXPECT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), -ENOTDIR);
+	int err = -ENODATA;
+	EXPECT_TRUE(eventually([&] {
+		err = perfjit_side_file(s.get(), page.at(0), path, sizeof(path));
+		return err != -ENODATA;
+	}));
+	EXPECT_EQ(err, -ENOTDIR);
 }
 
 // A recorder that attaches after the code was loaded gets every live piece
