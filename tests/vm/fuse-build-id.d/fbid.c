@@ -2,7 +2,8 @@
 /*
  * fbid: the programs of tests/vm/fuse-build-id, which checks that a
  * PERF_RECORD_MMAP3 for an ELF file on FUSE never makes mmap() wait for the
- * FUSE server, and still says honestly what it knows.
+ * FUSE server, and still says honestly what it knows; tests/vm/suspended-device
+ * uses `fbid map` on a block device that stops answering.
  *
  *   fbid serve SRCDIR MNT [--self-map NAME]...
  *	A read-only passthrough FUSE daemon (libfuse3, low-level API) of the
@@ -38,6 +39,9 @@
  *   result NAME: err                   PERF_MMAP3_BUILD_ID_ERR, no build-id
  *   result NAME: none                  no build-id, no error flag
  *   result NAME: build-id HEX          the build-id the record carries
+ *   result NAME: pending, then X       PERF_MMAP3_BUILD_ID_PENDING, and X
+ *                                      (build-id HEX, err or none) from the
+ *                                      PERF_RECORD_MMAP3_BUILD_ID of the file
  *   result NAME: missing ...           no MMAP3 record for the mapping
  *   result NAME: bad ...               a record with a wrong field
  *   result NAME: error ...             the test itself could not run
@@ -97,6 +101,22 @@ static_assert(sizeof(struct mmap3_fixed) == 80, "MMAP3's fixed part is 80 bytes"
 static_assert(offsetof(struct mmap3_fixed, fixed_size) == 76, "fixed_size is at 76");
 
 #define SAMPLE_ID_SIZE	16	/* PERF_SAMPLE_TID | PERF_SAMPLE_TIME */
+
+/* PERF_RECORD_MMAP3_BUILD_ID's fixed part. */
+struct mmap3_build_id_fixed {
+	struct perf_event_header header;
+	__u32	pid, tid;
+	__u32	maj, min;
+	__u64	ino;
+	__u64	ino_generation;
+	__u16	mmap3_flags;
+	__u8	build_id_size;
+	__u8	__reserved_1;
+	__u16	fixed_size;
+	__u16	__reserved_2;
+};
+
+static_assert(sizeof(struct mmap3_build_id_fixed) == 48, "its fixed part is 48 bytes");
 
 struct rb {
 	int		fd;
@@ -164,6 +184,45 @@ static int all_zero(const unsigned char *p, size_t n)
 }
 
 /*
+ * The result of a mapping whose record said PERF_MMAP3_BUILD_ID_PENDING:
+ * the PERF_RECORD_MMAP3_BUILD_ID of the same file, which the thread wrote
+ * before it returned from mmap().
+ */
+static void report_later(const char *name, __u32 maj, __u32 min, __u64 ino,
+			 __u64 gen)
+{
+	const struct mmap3_build_id_fixed *b;
+	struct perf_event_header *h;
+	size_t fixed, i;
+	int n = 0;
+
+	while ((h = rb_next())) {
+		n++;
+		b = (const void *)h;
+		if (h->type != PERF_RECORD_MMAP3_BUILD_ID || b->maj != maj ||
+		    b->min != min || b->ino != ino || b->ino_generation != gen)
+			continue;
+		fixed = b->fixed_size ? b->fixed_size : sizeof(*b);
+		if (b->build_id_size > 20 || fixed < sizeof(*b) ||
+		    h->size < fixed + b->build_id_size + SAMPLE_ID_SIZE) {
+			printf("result %s: bad (build-id record of %u bytes, build_id_size %u)\n",
+			       name, h->size, b->build_id_size);
+		} else if (b->build_id_size) {
+			printf("result %s: pending, then build-id ", name);
+			for (i = 0; i < b->build_id_size; i++)
+				printf("%02x", ((const unsigned char *)b + fixed)[i]);
+			printf("\n");
+		} else {
+			printf("result %s: pending, then %s\n", name,
+			       b->mmap3_flags & PERF_MMAP3_BUILD_ID_ERR ? "err" : "none");
+		}
+		return;
+	}
+	printf("result %s: pending, then missing (no build-id record among %d records)\n",
+	       name, n);
+}
+
+/*
  * Print the result line for the mapping of @path (opened as @st, absolute
  * name @real) at @addr: the MMAP3 record of this thread for it, read out of
  * the ring buffer, every field checked that the test can know.
@@ -227,6 +286,8 @@ static void report(const char *name, void *addr, size_t len, const struct stat *
 		   !all_zero((const unsigned char *)file + strlen(file), room - strlen(file))) {
 		printf("result %s: bad (build_id_size %u, or non-zero padding)\n",
 		       name, r->build_id_size);
+	} else if (r->mmap3_flags == PERF_MMAP3_BUILD_ID_PENDING && !r->build_id_size) {
+		report_later(name, r->maj, r->min, r->ino, r->ino_generation);
 	} else if (r->mmap3_flags & ~PERF_MMAP3_BUILD_ID_ERR) {
 		printf("result %s: bad (mmap3_flags %#x)\n", name, r->mmap3_flags);
 	} else if (r->mmap3_flags & PERF_MMAP3_BUILD_ID_ERR) {
