@@ -76,47 +76,14 @@
 #include <fuse_lowlevel.h>
 #include <linux/perf_event.h>
 
+/* struct mmap3_fixed and struct mmap3_build_id_fixed, as the debug tests read them. */
+#include "../../debug/mmap3-check.h"
+
 /* ---- perf: one side-band event on the calling thread, and its records */
 
 #define RB_PAGES	16
 
-struct mmap3_fixed {
-	struct perf_event_header header;
-	__u32	pid, tid;
-	__u64	addr;
-	__u64	len;
-	__u64	pgoff;
-	__u32	maj, min;
-	__u64	ino;
-	__u64	ino_generation;
-	__u32	prot, flags;
-	__u16	mmap3_flags;
-	__u8	build_id_size;
-	__u8	__reserved_1;
-	__u16	fixed_size;	/* where build_id[] starts; 0: 80 (older kernels) */
-	__u16	__reserved_2;
-};
-
-static_assert(sizeof(struct mmap3_fixed) == 80, "MMAP3's fixed part is 80 bytes");
-static_assert(offsetof(struct mmap3_fixed, fixed_size) == 76, "fixed_size is at 76");
-
 #define SAMPLE_ID_SIZE	16	/* PERF_SAMPLE_TID | PERF_SAMPLE_TIME */
-
-/* PERF_RECORD_MMAP3_BUILD_ID's fixed part. */
-struct mmap3_build_id_fixed {
-	struct perf_event_header header;
-	__u32	pid, tid;
-	__u32	maj, min;
-	__u64	ino;
-	__u64	ino_generation;
-	__u16	mmap3_flags;
-	__u8	build_id_size;
-	__u8	__reserved_1;
-	__u16	fixed_size;
-	__u16	__reserved_2;
-};
-
-static_assert(sizeof(struct mmap3_build_id_fixed) == 48, "its fixed part is 48 bytes");
 
 struct rb {
 	int		fd;
