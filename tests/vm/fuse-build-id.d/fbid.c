@@ -29,7 +29,9 @@
  *	Watches itself with a perf event with mmap3, opens FILE, prints
  *	"opened", waits for a line (or end of file) on standard input, then
  *	drops FILE's page cache (POSIX_FADV_DONTNEED), mmap()s it
- *	PROT_READ|PROT_EXEC and prints the record it got ("result FILE: ...").
+ *	PROT_READ|PROT_EXEC and prints the record it got: "record FILE: ..."
+ *	once mmap() has returned, then "result FILE: ...", which for a
+ *	pending build-id waits for the build-id record.
  *	With --read-first it reads the whole file after opening it, and drops
  *	nothing, so that the note is in the page cache. It then waits for end
  *	of file on standard input before it unmaps and closes FILE (closing a
@@ -152,8 +154,9 @@ static int all_zero(const unsigned char *p, size_t n)
 
 /*
  * The result of a mapping whose record said PERF_MMAP3_BUILD_ID_PENDING:
- * the PERF_RECORD_MMAP3_BUILD_ID of the same file, which the thread wrote
- * before it returned from mmap().
+ * the PERF_RECORD_MMAP3_BUILD_ID of the same file, which the kernel's
+ * worker writes once it has read the note. Waits up to 120 s for it (a
+ * device held for a test's sake answers within that).
  */
 static void report_later(const char *name, __u32 maj, __u32 min, __u64 ino,
 			 __u64 gen)
@@ -161,9 +164,11 @@ static void report_later(const char *name, __u32 maj, __u32 min, __u64 ino,
 	const struct mmap3_build_id_fixed *b;
 	struct perf_event_header *h;
 	size_t fixed, i;
-	int n = 0;
+	int n = 0, tries = 0;
 
-	while ((h = rb_next())) {
+	while ((h = rb_next()) || (tries++ < 12000 && !usleep(10000))) {
+		if (!h)
+			continue;
 		n++;
 		b = (const void *)h;
 		if (h->type != PERF_RECORD_MMAP3_BUILD_ID || b->maj != maj ||
