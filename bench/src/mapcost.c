@@ -737,6 +737,15 @@ static void buildid_pass(FILE *out, struct elf_file *files, int n, int mode, boo
 		munmap(p, files[i].len);
 		close(fd);
 		rec_drain(&r);
+		/*
+		 * A pending build-id comes from the kernel's worker after
+		 * mmap() returned: wait up to 5 s for it, as a tool reading
+		 * the whole recording would have it.
+		 */
+		for (int t = 0; t < 500 && r.want_pending; t++) {
+			usleep(10000);
+			rec_drain(&r);
+		}
 		seen += r.want_seen > 0;
 		has += r.want_has_bid > 0;
 		correct += r.want_correct > 0;
