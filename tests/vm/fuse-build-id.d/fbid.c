@@ -25,7 +25,7 @@
  *	then never returns. After the trigger the helper thread closes the
  *	files (the loop answers FLUSH and RELEASE) and prints "closed".
  *
- *   fbid map FILE [--read-first]
+ *   fbid map FILE [--read-first | --cpu CPU | --count N]
  *	Watches itself with a perf event with mmap3, opens FILE, prints
  *	"opened", waits for a line (or end of file) on standard input, then
  *	drops FILE's page cache (POSIX_FADV_DONTNEED), mmap()s it
@@ -36,6 +36,13 @@
  *	nothing, so that the note is in the page cache. It then waits for end
  *	of file on standard input before it unmaps and closes FILE (closing a
  *	file on FUSE waits for the server's answer to FLUSH).
+ *	With --cpu, the event is CPU CPU's (every task there; needs the
+ *	rights for that) and the mapper runs on that CPU only.
+ *	With --count, it maps FILE N times, unmapping each mapping before
+ *	the next, and prints "records FILE: N mappings, P pending, E err,
+ *	O other" once the last mmap() has returned, then "results FILE: B
+ *	build-id records, all HEX" (or "... differ ...") once the P build-id
+ *	records of the file have come, or 120 s have passed.
  *
  * The result line, one per mapping:
  *   result NAME: err                   PERF_MMAP3_BUILD_ID_ERR, no build-id
@@ -63,6 +70,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -97,7 +105,7 @@ struct rb {
 
 static struct rb rb = { .fd = -1 };
 
-static int rb_open(void)
+static int rb_open(int cpu)
 {
 	struct perf_event_attr attr = {
 		.size		= sizeof(attr),
@@ -111,8 +119,9 @@ static int rb_open(void)
 	};
 	long page = sysconf(_SC_PAGESIZE);
 
-	/* pid 0, cpu -1: this thread only, on every CPU. */
-	rb.fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	/* pid 0, cpu -1: this thread only, on every CPU; or every task of @cpu. */
+	rb.fd = syscall(__NR_perf_event_open, &attr, cpu < 0 ? 0 : -1, cpu, -1,
+			PERF_FLAG_FD_CLOEXEC);
 	if (rb.fd < 0)
 		return -errno;
 	rb.size = RB_PAGES * page;
@@ -543,7 +552,7 @@ static int serve(int argc, char **argv)
 	closedir(dir);
 
 	/* The event watches the main thread, which alone will map. */
-	if (nself && (ret = rb_open())) {
+	if (nself && (ret = rb_open(-1))) {
 		printf("result all: error (perf_event_open with mmap3: %s)\n", strerror(-ret));
 		return 1;
 	}
@@ -574,18 +583,95 @@ static int serve(int argc, char **argv)
 
 /* ---- map: one mapping, by a process of its own */
 
+/*
+ * --count: map @t @count times, each record's flags counted, then the
+ * build-id records of the file counted and compared.
+ */
+static void map_count(struct target *t, long count)
+{
+	long pending = 0, err = 0, other = 0, got = 0, differ = 0, i;
+	const struct mmap3_build_id_fixed *b;
+	unsigned char first[20] = { 0 };
+	const struct mmap3_fixed *r;
+	struct perf_event_header *h;
+	unsigned int first_size = 0;
+	int tries = 0;
+	void *p;
+
+	for (i = 0; i < count; i++) {
+		p = mmap(NULL, t->st.st_size, PROT_READ | PROT_EXEC, MAP_PRIVATE, t->fd, 0);
+		if (p == MAP_FAILED) {
+			printf("records %s: error (mmap %ld: %s)\n", t->name, i, strerror(errno));
+			return;
+		}
+		while ((h = rb_next())) {
+			r = (const void *)h;
+			if (h->type == PERF_RECORD_MMAP3 && r->addr == (unsigned long)p)
+				break;
+		}
+		munmap(p, t->st.st_size);
+		if (!h)
+			other++;	/* no record */
+		else if (r->mmap3_flags == PERF_MMAP3_BUILD_ID_PENDING && !r->build_id_size)
+			pending++;
+		else if (r->mmap3_flags == PERF_MMAP3_BUILD_ID_ERR && !r->build_id_size)
+			err++;
+		else
+			other++;
+	}
+	printf("records %s: %ld mappings, %ld pending, %ld err, %ld other\n",
+	       t->name, count, pending, err, other);
+
+	while (got < pending && ((h = rb_next()) || (tries++ < 12000 && !usleep(10000)))) {
+		if (!h)
+			continue;
+		b = (const void *)h;
+		if (h->type != PERF_RECORD_MMAP3_BUILD_ID ||
+		    b->maj != major(t->st.st_dev) || b->min != minor(t->st.st_dev) ||
+		    b->ino != t->st.st_ino)
+			continue;
+		if (b->build_id_size > sizeof(first) || b->fixed_size < sizeof(*b)) {
+			differ++;
+		} else if (!got++) {
+			first_size = b->build_id_size;
+			memcpy(first, (const unsigned char *)b + b->fixed_size, first_size);
+		} else if (b->build_id_size != first_size ||
+			   memcmp(first, (const unsigned char *)b + b->fixed_size, first_size)) {
+			differ++;
+		}
+	}
+	printf("results %s: %ld build-id records, %s ", t->name, got,
+	       differ ? "differ, first" : "all");
+	for (i = 0; i < first_size; i++)
+		printf("%02x", first[i]);
+	printf("\n");
+}
+
 static int map(int argc, char **argv)
 {
 	struct target t = { .name = argc > 2 ? argv[2] : NULL, .fd = -1 };
-	int read_first = argc > 3 && !strcmp(argv[3], "--read-first");
+	int read_first = argc == 4 && !strcmp(argv[3], "--read-first");
+	int cpu = argc == 5 && !strcmp(argv[3], "--cpu") ? atoi(argv[4]) : -1;
+	long count = argc == 5 && !strcmp(argv[3], "--count") ? atol(argv[4]) : 0;
 	char line[64], buf[65536];
+	cpu_set_t set;
 	off_t off = 0;
 	ssize_t n;
 	int ret;
 
-	if (argc < 3 || argc > 4 || (argc == 4 && !read_first))
+	if (argc < 3 || (argc == 4 && !read_first) ||
+	    (argc == 5 && cpu < 0 && count <= 0) || argc > 5)
 		return 2;
-	ret = rb_open();
+	if (cpu >= 0) {
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set)) {
+			printf("result %s: error (sched_setaffinity %d: %s)\n", t.name, cpu,
+			       strerror(errno));
+			return 1;
+		}
+	}
+	ret = rb_open(cpu);
 	if (ret) {
 		printf("result %s: error (perf_event_open with mmap3: %s)\n", t.name,
 		       strerror(-ret));
@@ -602,7 +688,10 @@ static int map(int argc, char **argv)
 		clearerr(stdin);
 	if (!read_first)
 		posix_fadvise(t.fd, 0, 0, POSIX_FADV_DONTNEED);
-	target_map(&t);
+	if (count)
+		map_count(&t, count);
+	else
+		target_map(&t);
 	while (fgets(line, sizeof(line), stdin))
 		;
 	close(t.fd);
@@ -620,6 +709,6 @@ int main(int argc, char **argv)
 		ret = map(argc, argv);
 	if (ret == 2)
 		fprintf(stderr, "usage: fbid serve SRCDIR MNT [--self-map NAME]...\n"
-				"       fbid map FILE [--read-first]\n");
+				"       fbid map FILE [--read-first | --cpu CPU | --count N]\n");
 	return ret;
 }
