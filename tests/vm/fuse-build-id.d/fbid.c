@@ -91,9 +91,13 @@
 
 /* ---- perf: one side-band event on the calling thread, and its records */
 
-#define RB_PAGES	16
+/*
+ * 256 KB: map --count's 1,024 build-id records (96 bytes each) can come in
+ * one burst when the device answers, and must all fit.
+ */
+#define RB_PAGES	64
 
-#define SAMPLE_ID_SIZE	16	/* PERF_SAMPLE_TID | PERF_SAMPLE_TIME */
+#define SAMPLE_ID_SIZE	24	/* PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU */
 
 struct rb {
 	int		fd;
@@ -111,7 +115,7 @@ static int rb_open(int cpu)
 		.size		= sizeof(attr),
 		.type		= PERF_TYPE_SOFTWARE,
 		.config		= PERF_COUNT_SW_DUMMY,
-		.sample_type	= PERF_SAMPLE_TID | PERF_SAMPLE_TIME,
+		.sample_type	= PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CPU,
 		.sample_id_all	= 1,
 		.mmap3		= 1,
 		.exclude_kernel	= 1,
@@ -188,7 +192,12 @@ static void report_later(const char *name, __u32 maj, __u32 min, __u64 ino,
 		    h->size < fixed + b->build_id_size + SAMPLE_ID_SIZE) {
 			printf("result %s: bad (build-id record of %u bytes, build_id_size %u)\n",
 			       name, h->size, b->build_id_size);
-		} else if (b->build_id_size) {
+			return;
+		}
+		/* The sample_id's CPU: the last 8 bytes, cpu then res. */
+		printf("sample_id %s: cpu %u\n", name,
+		       *(const __u32 *)((const char *)h + h->size - 8));
+		if (b->build_id_size) {
 			printf("result %s: pending, then build-id ", name);
 			for (i = 0; i < b->build_id_size; i++)
 				printf("%02x", ((const unsigned char *)b + fixed)[i]);
