@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "codegen.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -12,7 +16,7 @@ using namespace asmjit::x86;
 using asmjit::imm;
 
 JitCode::JitCode(JitCode &&other) noexcept
-    : runtime_(std::exchange(other.runtime_, nullptr)), mem_(std::exchange(other.mem_, nullptr)),
+    : owner_(std::exchange(other.owner_, nullptr)), mem_(std::exchange(other.mem_, nullptr)),
       size_(std::exchange(other.size_, 0))
 {
 }
@@ -21,7 +25,7 @@ JitCode &JitCode::operator=(JitCode &&other) noexcept
 {
 	if (this != &other) {
 		reset();
-		runtime_ = std::exchange(other.runtime_, nullptr);
+		owner_ = std::exchange(other.owner_, nullptr);
 		mem_ = std::exchange(other.mem_, nullptr);
 		size_ = std::exchange(other.size_, 0);
 	}
@@ -31,9 +35,107 @@ JitCode &JitCode::operator=(JitCode &&other) noexcept
 void JitCode::reset() noexcept
 {
 	if (mem_)
-		runtime_->release(mem_);
+		owner_->release(mem_);
 	mem_ = nullptr;
 	size_ = 0;
+}
+
+namespace
+{
+
+// Address space kept for W^X code: reserved, not committed (PROT_NONE, MAP_NORESERVE).
+constexpr size_t kWxReserve = size_t{4} << 30;
+// Each block starts on a cache line, as AsmJit's allocator places code.
+constexpr size_t kWxAlign = 64;
+
+size_t page_size() noexcept
+{
+	static const size_t size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+	return size;
+}
+
+} // namespace
+
+void WxArena::Unmap::operator()(uint8_t *base) const noexcept
+{
+	munmap(base, size);
+}
+
+WxArena::WxArena()
+{
+	void *base = mmap(nullptr, kWxReserve, PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		throw JitError(std::string("cannot reserve W^X code memory: ") +
+			       std::strerror(errno));
+	base_ = std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t *>(base), Unmap{kWxReserve});
+}
+
+bool WxArena::protect(uint8_t *mem, size_t size, int prot) noexcept
+{
+	const uintptr_t page = page_size();
+	const uintptr_t start = reinterpret_cast<uintptr_t>(mem) & ~(page - 1);
+	const uintptr_t end = (reinterpret_cast<uintptr_t>(mem) + size + page - 1) & ~(page - 1);
+	return mprotect(reinterpret_cast<void *>(start), end - start, prot) == 0;
+}
+
+void *WxArena::add(asmjit::CodeHolder &holder)
+{
+	asmjit::Error err = holder.flatten();
+	const size_t size = holder.codeSize();
+	if (err != asmjit::kErrorOk || size == 0)
+		throw JitError(std::string("cannot lay out code: ") +
+			       asmjit::DebugUtils::errorAsString(err));
+
+	uint8_t *mem;
+	if (auto it = free_.find(size); it != free_.end()) {
+		mem = it->second;
+		free_.erase(it);
+	} else {
+		const size_t len = (size + kWxAlign - 1) & ~(kWxAlign - 1);
+		if (len > kWxReserve - used_)
+			throw JitError("W^X code memory exhausted");
+		mem = base_.get() + used_;
+		used_ += len;
+	}
+	err = holder.relocateToBase(reinterpret_cast<uintptr_t>(mem));
+	if (err == asmjit::kErrorOk && !protect(mem, size, PROT_READ | PROT_WRITE))
+		throw JitError(std::string("cannot make code writable: ") + std::strerror(errno));
+	if (err == asmjit::kErrorOk)
+		err = holder.copyFlattenedData(mem, size, asmjit::CopySectionFlags::kPadSectionBuffer);
+	// Executable again, whatever happened: other code shares the pages.
+	if (!protect(mem, size, PROT_READ | PROT_EXEC))
+		throw JitError(std::string("cannot make code executable: ") +
+			       std::strerror(errno));
+	if (err != asmjit::kErrorOk) {
+		free_.emplace(size, mem);
+		throw JitError(std::string("cannot place code: ") +
+			       asmjit::DebugUtils::errorAsString(err));
+	}
+	sizes_.emplace(mem, size);
+	return mem;
+}
+
+void WxArena::release(void *mem) noexcept
+{
+	if (auto it = sizes_.find(mem); it != sizes_.end()) {
+		free_.emplace(it->second, static_cast<uint8_t *>(mem));
+		sizes_.erase(it);
+	}
+}
+
+Jit::Jit(Protection protection)
+{
+	if (protection == Protection::wx)
+		wx_ = std::make_unique<WxArena>();
+}
+
+void Jit::release(void *mem) noexcept
+{
+	if (wx_)
+		wx_->release(mem);
+	else
+		runtime_.release(mem);
 }
 
 namespace
@@ -465,12 +567,19 @@ CompiledFunction Jit::compile(const Function &fn, uint64_t salt, Tier tier, Fram
 		err = errors_.error;
 	}
 	void *mem = nullptr;
-	if (err == asmjit::kErrorOk)
+	if (err == asmjit::kErrorOk && !wx_)
 		err = runtime_.add(&mem, &holder_);
 	if (err != asmjit::kErrorOk)
 		throw JitError("cannot compile " + fn.name + ": " +
 			       asmjit::DebugUtils::errorAsString(err));
-	out.code = JitCode(runtime_, mem, code_len);
+	if (wx_) {
+		try {
+			mem = wx_->add(holder_);
+		} catch (const JitError &e) {
+			throw JitError("cannot compile " + fn.name + ": " + e.what());
+		}
+	}
+	out.code = JitCode(*this, mem, code_len);
 	return out;
 }
 

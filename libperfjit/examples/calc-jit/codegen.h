@@ -8,7 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "ast.h"
@@ -41,13 +44,20 @@ public:
 	using std::runtime_error::runtime_error;
 };
 
-// Executable code owned by a JitRuntime, released when the JitCode dies or is reset.
+// How the JIT keeps its code memory. rwx: writable and executable at once (AsmJit's
+// JitRuntime). wx: writable or executable, never both, as hardened runtimes keep it: each
+// compile makes the pages it writes PROT_READ|PROT_WRITE, writes, and mprotect()s them to
+// PROT_READ|PROT_EXEC.
+enum class Protection { rwx, wx };
+
+class Jit;
+
+// Executable code owned by a Jit, released when the JitCode dies or is reset.
 class JitCode
 {
 public:
 	JitCode() noexcept = default;
-	JitCode(asmjit::JitRuntime &runtime, void *mem, size_t size) noexcept
-	    : runtime_(&runtime), mem_(mem), size_(size)
+	JitCode(Jit &owner, void *mem, size_t size) noexcept : owner_(&owner), mem_(mem), size_(size)
 	{
 	}
 	JitCode(JitCode &&other) noexcept;
@@ -64,7 +74,7 @@ public:
 	size_t size() const noexcept { return size_; }
 
 private:
-	asmjit::JitRuntime *runtime_ = nullptr;
+	Jit *owner_ = nullptr;
 	void *mem_ = nullptr;
 	size_t size_ = 0;
 };
@@ -80,11 +90,41 @@ struct CompiledFunction {
 	std::vector<uint8_t> eh_frame;
 };
 
-// Compiles functions into one JitRuntime; must outlive the code it made.
+// W^X code memory: one reserved mapping, allocated from its start, so that the executable
+// pages stay one VMA, which the kernel records again at every mprotect() that makes pages
+// executable. A freed block is reused for code of the same size.
+class WxArena
+{
+public:
+	WxArena();
+	WxArena(const WxArena &) = delete;
+	WxArena &operator=(const WxArena &) = delete;
+
+	// Places @holder's code (flattened): the pages it writes are writable only while it
+	// writes them. Throws JitError.
+	void *add(asmjit::CodeHolder &holder);
+	void release(void *mem) noexcept;
+
+private:
+	struct Unmap {
+		size_t size;
+		void operator()(uint8_t *base) const noexcept;
+	};
+
+	// Whether the pages of [mem, mem + size) could be made @prot.
+	static bool protect(uint8_t *mem, size_t size, int prot) noexcept;
+
+	std::unique_ptr<uint8_t, Unmap> base_;
+	size_t used_ = 0;
+	std::unordered_map<void *, size_t> sizes_;	 // live blocks
+	std::multimap<size_t, uint8_t *> free_;	 // freed blocks, by size
+};
+
+// Compiles functions into one JitRuntime, or one WxArena; must outlive the code it made.
 class Jit
 {
 public:
-	Jit() = default;
+	explicit Jit(Protection protection = Protection::rwx);
 	Jit(const Jit &) = delete;
 	Jit &operator=(const Jit &) = delete;
 
@@ -96,6 +136,9 @@ public:
 	// Throws JitError.
 	CompiledFunction compile(const Function &fn, uint64_t salt, Tier tier,
 				 Frame frame = Frame::pointer);
+
+	// Frees code that compile() made.
+	void release(void *mem) noexcept;
 
 private:
 	class ErrorRecorder : public asmjit::ErrorHandler
@@ -110,6 +153,7 @@ private:
 	};
 
 	asmjit::JitRuntime runtime_;
+	std::unique_ptr<WxArena> wx_; // Protection::wx only
 	asmjit::CodeHolder holder_; // reused, so that compiling reuses its memory
 	ErrorRecorder errors_;
 };

@@ -64,6 +64,7 @@ struct Options {
 	bool verify = false;
 	bool help = false;
 	Frame frame = Frame::pointer;
+	Protection protection = Protection::rwx;
 };
 
 void print_usage(std::FILE *out)
@@ -83,6 +84,9 @@ void print_usage(std::FILE *out)
 		"  --no-frame-pointer emit code that keeps no frame pointer and calls a native\n"
 		"                     function on every iteration; describe its frames with\n"
 		"                     DWARF CFI (.eh_frame), for perf record --call-graph dwarf\n"
+		"  --wx               keep code writable or executable, never both: write each\n"
+		"                     function's pages with PROT_READ|PROT_WRITE, then mprotect()\n"
+		"                     them to PROT_READ|PROT_EXEC (default: RWX memory)\n"
 		"  --help             show this help\n"
 		"stdout: \"truth <name> <generation> <address> <length> <milliseconds> <from> "
 		"<to>\"\n"
@@ -149,11 +153,13 @@ Options parse_options(int argc, char **argv)
 		};
 
 		if (arg == "--verify" || arg == "--help" || arg == "-h" ||
-		    arg == "--no-frame-pointer") {
+		    arg == "--no-frame-pointer" || arg == "--wx") {
 			if (inline_value)
 				throw UsageError(arg + ": takes no value");
 			if (arg == "--no-frame-pointer")
 				opts.frame = Frame::cfi;
+			else if (arg == "--wx")
+				opts.protection = Protection::wx;
 			else
 				(arg == "--verify" ? opts.verify : opts.help) = true;
 		} else if (arg == "--program") {
@@ -311,7 +317,7 @@ int run(const Options &opts)
 	const size_t nr_hot = std::min(nr_functions, max_hot);
 
 	// Destroyed in reverse: the session closes before the code is freed.
-	Jit jit;
+	Jit jit(opts.protection);
 	std::vector<JitFunction> fns(nr_functions);
 
 	perfjit_options popts{};
