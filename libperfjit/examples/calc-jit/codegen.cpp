@@ -102,11 +102,11 @@ void *WxArena::add(asmjit::CodeHolder &holder)
 	if (err == asmjit::kErrorOk && !protect(mem, size, PROT_READ | PROT_WRITE))
 		throw JitError(std::string("cannot make code writable: ") + std::strerror(errno));
 	if (err == asmjit::kErrorOk)
-		err = holder.copyFlattenedData(mem, size, asmjit::CopySectionFlags::kPadSectionBuffer);
+		err = holder.copyFlattenedData(mem, size,
+					       asmjit::CopySectionFlags::kPadSectionBuffer);
 	// Executable again, whatever happened: other code shares the pages.
 	if (!protect(mem, size, PROT_READ | PROT_EXEC))
-		throw JitError(std::string("cannot make code executable: ") +
-			       std::strerror(errno));
+		throw JitError(std::string("cannot make code executable: ") + std::strerror(errno));
 	if (err != asmjit::kErrorOk) {
 		free_.emplace(size, mem);
 		throw JitError(std::string("cannot place code: ") +

@@ -57,7 +57,8 @@ class JitCode
 {
 public:
 	JitCode() noexcept = default;
-	JitCode(Jit &owner, void *mem, size_t size) noexcept : owner_(&owner), mem_(mem), size_(size)
+	JitCode(Jit &owner, void *mem, size_t size) noexcept
+	    : owner_(&owner), mem_(mem), size_(size)
 	{
 	}
 	JitCode(JitCode &&other) noexcept;
@@ -116,8 +117,8 @@ private:
 
 	std::unique_ptr<uint8_t, Unmap> base_;
 	size_t used_ = 0;
-	std::unordered_map<void *, size_t> sizes_;	 // live blocks
-	std::multimap<size_t, uint8_t *> free_;	 // freed blocks, by size
+	std::unordered_map<void *, size_t> sizes_; // live blocks
+	std::multimap<size_t, uint8_t *> free_;	   // freed blocks, by size
 };
 
 // Compiles functions into one JitRuntime, or one WxArena; must outlive the code it made.
@@ -154,7 +155,7 @@ private:
 
 	asmjit::JitRuntime runtime_;
 	std::unique_ptr<WxArena> wx_; // Protection::wx only
-	asmjit::CodeHolder holder_; // reused, so that compiling reuses its memory
+	asmjit::CodeHolder holder_;   // reused, so that compiling reuses its memory
 	ErrorRecorder errors_;
 };
 
