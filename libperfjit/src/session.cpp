@@ -124,6 +124,8 @@ struct perfjit_session {
 	// loads and unloads are announced and side files stored. Before it, a
 	// load makes no system call.
 	bool asked = false;
+	// Mapped when first asked: where a recorder finds the side files.
+	DirMarker marker;
 	DirCache dirs;
 	// Side files that recorders need, for the library's thread to store:
 	// a load does not wait for a file write. Taken by flush_pending().
@@ -151,6 +153,7 @@ struct perfjit_session {
 	int unload(uint64_t addr);
 	int move(uint64_t from, uint64_t to);
 	int check_fork();
+	void mark_asked();
 };
 
 namespace
@@ -376,7 +379,7 @@ int Notifier::attach(perfjit_session *s, bool thread)
 	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
 		std::lock_guard<std::mutex> session_guard(s->lock);
 
-		s->asked = true;
+		s->mark_asked();
 	}
 	return 0;
 }
@@ -666,6 +669,16 @@ int perfjit_session::store(SideFile &file)
 	return err;
 }
 
+// Under the lock: a recorder asked, so loads are announced from now on. The
+// side-file directory's marker comes first, so that a recorder that runs as
+// another user or in another mount namespace finds it with the first record.
+// Without it, such a recorder names the regions but reads no side file.
+void perfjit_session::mark_asked()
+{
+	asked = true;
+	marker.map(buildid_dir);
+}
+
 // Under the lock: has @file stored for the recorders that took its
 // announcement. With the library's thread, that thread stores it (and the
 // other files pending then) without the session's lock, so a load costs
@@ -791,7 +804,7 @@ int perfjit_session::rundown()
 			if (mode != PERFJIT_MODE_CODE_REGION)
 				return 0;
 			if (first)
-				asked = true;
+				mark_asked();
 			ret = rundown_from(addr);
 		}
 		if (ret == -ENOENT)

@@ -825,4 +825,53 @@ int store_side_file(const std::string &buildid_dir, const CodeImage &image, cons
 	return store_side_file(buildid_dir, Pack{image}, id, dirs);
 }
 
+DirMarker::~DirMarker()
+{
+	if (addr_)
+		munmap(addr_, len_);
+}
+
+int DirMarker::map(const std::string &buildid_dir)
+{
+	static const char text[] = "Side files of JIT code regions, by build-id, are in this "
+				   "directory: see perf's jit-interface.txt.\n";
+	const std::string dir = buildid_dir + "/.build-id";
+	const std::string path = dir + "/.code-regions";
+
+	if (addr_)
+		return 0;
+	UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+	if (!fd && errno == ENOENT) {
+		// As a side file: complete when it appears, never rewritten.
+		const std::string tmp = dir + "/.perfjit-marker-" + std::to_string(getpid());
+		int err = mkdir_p(dir);
+
+		if (err)
+			return err;
+		UniqueFd out(open(tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0644));
+		if (!out)
+			return -errno;
+		const bool written = write(out.get(), text, sizeof(text) - 1) ==
+				     static_cast<ssize_t>(sizeof(text) - 1);
+		if (!written || (link(tmp.c_str(), path.c_str()) && errno != EEXIST))
+			err = written ? -errno : -EIO;
+		unlink(tmp.c_str());
+		if (err)
+			return err;
+		fd.reset(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+	}
+	if (!fd)
+		return -errno;
+
+	// One page, whatever the file holds: the mapping is only looked at.
+	const size_t len = sysconf(_SC_PAGESIZE);
+	void *addr = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+
+	if (addr == MAP_FAILED)
+		return -errno;
+	addr_ = addr;
+	len_ = len;
+	return 0;
+}
+
 } // namespace perfjit

@@ -116,6 +116,27 @@ int store_side_file(const std::string &buildid_dir, const Pack &pack, const Buil
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
 
+// The file whose read-only mapping tells a recorder where the process
+// stores its side files: <dir>/.build-id/.code-regions. perf record, run as
+// another user or outside the process's mount namespace, finds it in
+// /proc/PID/maps and takes the side files that got samples from its
+// directory (tools/perf/Documentation/jit-interface.txt).
+class DirMarker
+{
+public:
+	DirMarker() = default;
+	DirMarker(const DirMarker &) = delete;
+	DirMarker &operator=(const DirMarker &) = delete;
+	~DirMarker();
+
+	// Creates the file if needed and maps it, once. 0 or a negative errno.
+	int map(const std::string &buildid_dir);
+
+private:
+	void *addr_ = nullptr;
+	size_t len_ = 0;
+};
+
 } // namespace perfjit
 
 #endif

@@ -606,6 +606,52 @@ TEST(SideFile, UnwritableStoreIsAnError)
 	EXPECT_EQ(store_side_file("/dev/null/store", image, build_id_of(image)), -ENOTDIR);
 }
 
+// The lines of /proc/self/maps that map @path.
+static size_t mappings_of(const std::string &path)
+{
+	std::unique_ptr<FILE, int (*)(FILE *)> maps(fopen("/proc/self/maps", "r"), fclose);
+	char line[4096];
+	size_t n = 0;
+
+	while (maps && fgets(line, sizeof(line), maps.get())) {
+		std::string s(line);
+
+		if (s.size() > path.size() + 1 &&
+		    s.compare(s.size() - path.size() - 1, path.size(), path) == 0)
+			n++;
+	}
+	return n;
+}
+
+TEST(DirMarker, MappedOnceWhereTheSideFilesAre)
+{
+	TempDir dir;
+	const std::string path = dir.path() + "/.build-id/.code-regions";
+	{
+		DirMarker marker;
+
+		ASSERT_EQ(marker.map(dir.path()), 0);
+		ASSERT_EQ(marker.map(dir.path()), 0);
+		EXPECT_EQ(mappings_of(path), 1u);
+		const std::vector<uint8_t> text = read_file(path);
+		EXPECT_GT(text.size(), 0u);
+		// No temporary left, and a second process's marker is the same file.
+		EXPECT_EQ(list_dir(dir.path() + "/.build-id"),
+			  std::vector<std::string>{".code-regions"});
+		struct stat before, after;
+		ASSERT_EQ(stat(path.c_str(), &before), 0);
+		DirMarker other;
+		ASSERT_EQ(other.map(dir.path()), 0);
+		ASSERT_EQ(stat(path.c_str(), &after), 0);
+		EXPECT_EQ(before.st_ino, after.st_ino);
+		EXPECT_EQ(mappings_of(path), 2u);
+	}
+	EXPECT_EQ(mappings_of(path), 0u);
+	// A directory that cannot be created is an error, and maps nothing.
+	DirMarker marker;
+	EXPECT_EQ(marker.map("/dev/null/store"), -ENOTDIR);
+}
+
 TEST(CodeImage, BadArguments)
 {
 	perfjit_code c{};
