@@ -68,7 +68,9 @@ struct perfjit_options {
 	uint32_t fallback; /* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
 	uint32_t flags;	   /* PERFJIT_OPEN_* */
 	/* Side files go to <buildid_dir>/.build-id/xx/yyy. NULL: $PERF_BUILDID_DIR, else ~/.debug.
-	 */
+	 * Once a recorder asks, <buildid_dir>/.build-id/.code-regions is kept mapped, read-only,
+	 * so that perf record run by another user or in another mount namespace finds the
+	 * side files here. */
 	const char *buildid_dir;
 	/* The jitdump file goes here. NULL: $JITDUMPDIR, else ~/.debug/jit. */
 	const char *jitdump_dir;
