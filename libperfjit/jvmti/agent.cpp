@@ -17,9 +17,14 @@
 //   sig=params   java.util.HashMap.getNode(Object) (the default)
 //   sig=full     java.util.HashMap.getNode(java.lang.Object)
 //   sig=none     java.util.HashMap.getNode
-//   gen=name     a recompiled method's name ends with " [gen N]" (default)
-//   gen=none     generations share the name (their DSOs still differ)
+//   gen=none     generations share the name (the default): perf report
+//                --sort generation tells them apart, and so do their DSOs
+//   gen=name     a recompiled method's name ends with " [gen N]"
 //   inline=0     no inlining in the side files
+//   lines=0      no source file names and line tables (the JVMTI
+//                capabilities are not asked for); the agent also goes on
+//                without them when the JVM refuses them
+//   stats=1      print the agent's counters when the JVM exits
 //   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
 //   dir=PATH     the build-id cache for side files ($PERF_BUILDID_DIR,
 //                else ~/.debug)
@@ -27,6 +32,7 @@
 #include <jvmticmlr.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -48,8 +54,10 @@ enum class Signatures { none, params, full };
 
 struct Options {
 	Signatures sig = Signatures::params;
-	bool generation_names = true;
+	bool generation_names = false;
 	bool inlining = true;
+	bool lines = true;
+	bool stats = false;
 	uint32_t mode = PERFJIT_MODE_AUTO;
 	std::string dir;
 };
@@ -88,6 +96,10 @@ std::optional<Options> parse_options(const char *text)
 			o.generation_names = val == "name";
 		else if (key == "inline" && (val == "0" || val == "1"))
 			o.inlining = val == "1";
+		else if (key == "lines" && (val == "0" || val == "1"))
+			o.lines = val == "1";
+		else if (key == "stats" && (val == "0" || val == "1"))
+			o.stats = val == "1";
 		else if (key == "mode" && val == "auto")
 			o.mode = PERFJIT_MODE_AUTO;
 		else if (key == "mode" && val == "code-region")
@@ -213,12 +225,13 @@ std::string method_name(const char *klass, const char *name, const char *sig, Si
 	return s + ')';
 }
 
-// What the agent knows of a method once: its name, source file and lines.
-struct Method {
+// What a method's code is named by, read from the JVM at each compile of
+// it: its class may have been redefined since the last one, and state kept
+// for every method ever compiled would grow without bound.
+struct MethodInfo {
 	std::string name;
 	std::string source;				   // "java/util/HashMap.java", or empty
 	std::vector<std::pair<jlocation, uint32_t>> lines; // bci, line: sorted
-	uint32_t compiles = 0;				   // generations so far
 
 	uint32_t line_at(jint bci) const
 	{
@@ -231,7 +244,7 @@ struct Method {
 class Agent
 {
 public:
-	static Agent *instance;
+	static std::atomic<Agent *> instance;
 
 	Agent(jvmtiEnv *jvmti, Options opts) : jvmti_(jvmti), opts_(std::move(opts)) {}
 	int start(bool live);
@@ -242,11 +255,15 @@ public:
 	void stop();
 
 private:
-	Method &method(jmethodID id);
+	MethodInfo describe(jmethodID id) const;
+	bool claim(const void *addr, jmethodID owner, jint size);
 	int load(perfjit_code &code, jmethodID owner);
+	uint32_t next_generation(jmethodID id);
+	void print_stats();
 
 	jvmtiEnv *jvmti_;
 	Options opts_;
+	bool can_lines_ = false; // the JVM gave the source and line capabilities
 	// Shared by the callbacks, which the JVM's compiler threads run at
 	// once; stop() takes it alone to close the session.
 	std::shared_mutex session_lock_;
@@ -254,36 +271,41 @@ private:
 	// Who owns the code at each address, for CompiledMethodUnload: the
 	// JVM posts it from another thread, after the address may already
 	// hold new code. @stale counts the unloads still to come for code
-	// that new code replaced.
+	// that new code replaced. Entries live as long as their code.
 	struct Owner {
 		jmethodID method = nullptr; // nullptr: stubs, which have no unload
+		jint size = 0;
 		unsigned stale = 0;
 	};
 	std::mutex owners_lock_;
 	std::unordered_map<const void *, Owner> owners_;
-	std::mutex methods_lock_;
-	std::unordered_map<jmethodID, Method> methods_;
+	// While GenerateEvents replays the code compiled before an attach:
+	// the JVM may report code twice, live and replayed.
+	std::atomic<bool> replaying_{false};
+	// How many times each method with live code, or whose class lives,
+	// was compiled: its next generation. Dropped when its code is
+	// unloaded with its class.
+	std::mutex generations_lock_;
+	std::unordered_map<jmethodID, uint32_t> generations_;
+	// The counters that stats=1 prints.
+	std::atomic<uint64_t> loads_{0}, unloads_{0}, replayed_{0}, classes_gone_{0};
 };
 
-Agent *Agent::instance = nullptr;
+std::atomic<Agent *> Agent::instance{nullptr};
 
-Method &Agent::method(jmethodID id)
+MethodInfo Agent::describe(jmethodID id) const
 {
-	auto it = methods_.find(id);
-	if (it != methods_.end())
-		return it->second;
-
-	Method m;
+	MethodInfo m;
 	jclass klass = nullptr;
 	JvmtiMem<char> name(jvmti_), sig(jvmti_), ksig(jvmti_), source(jvmti_);
 	if (jvmti_->GetMethodName(id, name.out(), sig.out(), nullptr) != JVMTI_ERROR_NONE ||
 	    jvmti_->GetMethodDeclaringClass(id, &klass) != JVMTI_ERROR_NONE ||
 	    jvmti_->GetClassSignature(klass, ksig.out(), nullptr) != JVMTI_ERROR_NONE) {
 		m.name = "java.unknown";
-		return methods_[id] = m;
+		return m;
 	}
 	m.name = method_name(ksig.get(), name.get(), sig.get(), opts_.sig);
-	if (jvmti_->GetSourceFileName(klass, source.out()) == JVMTI_ERROR_NONE) {
+	if (can_lines_ && jvmti_->GetSourceFileName(klass, source.out()) == JVMTI_ERROR_NONE) {
 		// The package's directory, as in the JDK's src.zip and a source tree.
 		std::string k = ksig.get() + 1;
 		const size_t slash = k.rfind('/');
@@ -299,32 +321,62 @@ Method &Agent::method(jmethodID id)
 					     static_cast<uint32_t>(table.get()[i].line_number));
 		std::sort(m.lines.begin(), m.lines.end());
 	}
-	return methods_[id] = std::move(m);
+	return m;
 }
 
+uint32_t Agent::next_generation(jmethodID id)
+{
+	std::lock_guard<std::mutex> guard(generations_lock_);
+
+	return generations_[id]++;
+}
+
+// Takes the address for new code of @owner: false for a replayed report
+// of code announced already (same address, owner and size), which gets no
+// new generation. Code still there whose unload the JVM has yet to post is
+// replaced, and that unload, when it comes, is not for the new code.
+bool Agent::claim(const void *addr, jmethodID owner, jint size)
+{
+	std::lock_guard<std::mutex> guard(owners_lock_);
+	auto it = owners_.find(addr);
+
+	if (it != owners_.end() && replaying_.load() && it->second.method == owner &&
+	    it->second.size == size) {
+		replayed_++;
+		return false;
+	}
+	Owner &o = owners_[addr];
+	if (o.method)
+		o.stale++;
+	o.method = owner;
+	o.size = size;
+	return true;
+}
+
+// Announces @code, claimed by claim(): without the owners' lock, which
+// compiler threads share, as the library hashes the code.
 int Agent::load(perfjit_code &code, jmethodID owner)
 {
 	std::shared_lock<std::shared_mutex> guard(session_lock_);
-	std::lock_guard<std::mutex> owners(owners_lock_);
 
 	if (!session_)
 		return -ESHUTDOWN;
 	std::error_code err = session_->load(code);
-	Owner &o = owners_[code.addr];
 	// Code freed without an event (stubs and adapters have none), or
-	// whose unload the JVM has yet to post: the new code replaces it, and
-	// that unload, when it comes, is not for the new code.
+	// whose unload the JVM has yet to post: the new code replaces it.
 	if (err == perfjit::make_error(-EEXIST)) {
 		session_->unload(code.addr);
 		err = session_->load(code);
-		if (o.method)
-			o.stale++;
 	}
 	if (err) {
-		owners_.erase(code.addr);
+		std::lock_guard<std::mutex> owners(owners_lock_);
+		auto it = owners_.find(code.addr);
+
+		if (it != owners_.end() && it->second.method == owner && !it->second.stale)
+			owners_.erase(it);
 		return -err.value();
 	}
-	o.method = owner;
+	loads_++;
 	return 0;
 }
 
@@ -369,16 +421,24 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 	std::stable_sort(steps.begin(), steps.end(),
 			 [](const Step &a, const Step &b) { return a.offset < b.offset; });
 
+	if (!claim(addr, id, size))
+		return;
+	// The methods of this compile, each read from the JVM once.
+	std::unordered_map<jmethodID, MethodInfo> known;
+	auto method = [&](jmethodID m) -> const MethodInfo & {
+		auto it = known.find(m);
+		return it != known.end() ? it->second : known.emplace(m, describe(m)).first->second;
+	};
+
 	std::string name, source;
 	uint32_t generation;
 	std::vector<perfjit_line> lines;
 	std::vector<perfjit_inline> inlines;
 	std::vector<std::string> strings; // what inlines point into
 	{
-		std::lock_guard<std::mutex> guard(methods_lock_);
-		Method &m = method(id);
+		const MethodInfo &m = method(id);
 
-		generation = m.compiles++;
+		generation = next_generation(id);
 		name = m.name;
 		if (generation && opts_.generation_names)
 			name += " [gen " + std::to_string(generation) + "]";
@@ -409,8 +469,8 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 			open.resize(keep);
 			open_at.resize(keep);
 			for (size_t d = keep; d < depth; d++) {
-				const Method &callee = method(s.frames[d + 1].first);
-				const Method &caller = method(s.frames[d].first);
+				const MethodInfo &callee = method(s.frames[d + 1].first);
+				const MethodInfo &caller = method(s.frames[d].first);
 
 				open.emplace_back(s.frames[d + 1].first, s.frames[d].second);
 				open_at.push_back(inlines.size());
@@ -471,21 +531,34 @@ void Agent::compiled(jmethodID id, jint size, const void *addr, jint map_len,
 
 void Agent::unloaded(jmethodID method, const void *addr)
 {
-	std::shared_lock<std::shared_mutex> guard(session_lock_);
-	std::lock_guard<std::mutex> owners(owners_lock_);
-	auto it = owners_.find(addr);
+	{
+		std::shared_lock<std::shared_mutex> guard(session_lock_);
+		// Under the owners' lock: new code at @addr waits for the unload.
+		std::lock_guard<std::mutex> owners(owners_lock_);
+		auto it = owners_.find(addr);
 
-	if (!session_ || it == owners_.end())
-		return;
-	if (it->second.stale) {
-		// The code this unload is for was replaced already.
-		it->second.stale--;
-		return;
+		if (!session_ || it == owners_.end())
+			return;
+		if (it->second.stale) {
+			// The code this unload is for was replaced already.
+			it->second.stale--;
+			return;
+		}
+		if (it->second.method != method)
+			return;
+		session_->unload(addr);
+		owners_.erase(it);
+		unloads_++;
 	}
-	if (it->second.method != method)
-		return;
-	session_->unload(addr);
-	owners_.erase(it);
+	// Code unloaded with its class: the method is gone, and so is its
+	// generation count (the JVM clears the method's ID with its class).
+	jclass klass = nullptr;
+	if (jvmti_->GetMethodDeclaringClass(method, &klass) == JVMTI_ERROR_INVALID_METHODID) {
+		std::lock_guard<std::mutex> guard(generations_lock_);
+
+		if (generations_.erase(method))
+			classes_gone_++;
+	}
 }
 
 void Agent::generated(const char *name, const void *addr, jint len)
@@ -493,6 +566,8 @@ void Agent::generated(const char *name, const void *addr, jint len)
 	perfjit_code code{};
 
 	if (!name || !addr || len <= 0)
+		return;
+	if (!claim(addr, nullptr, len))
 		return;
 	code.size = sizeof(code);
 	code.name = name;
@@ -503,10 +578,32 @@ void Agent::generated(const char *name, const void *addr, jint len)
 		warn("cannot announce %s", std::string(name) + ": " + perfjit_strerror(err));
 }
 
+void Agent::print_stats()
+{
+	size_t owners, generations;
+	{
+		std::lock_guard<std::mutex> guard(owners_lock_);
+		owners = owners_.size();
+	}
+	{
+		std::lock_guard<std::mutex> guard(generations_lock_);
+		generations = generations_.size();
+	}
+	fprintf(stderr,
+		"libperfjit-jvmti: stats: %zu regions live, %zu methods counted, %llu loads, "
+		"%llu unloads, %llu replayed loads ignored, %llu methods gone with their class\n",
+		owners, generations, static_cast<unsigned long long>(loads_.load()),
+		static_cast<unsigned long long>(unloads_.load()),
+		static_cast<unsigned long long>(replayed_.load()),
+		static_cast<unsigned long long>(classes_gone_.load()));
+}
+
 void Agent::stop()
 {
 	std::unique_lock<std::shared_mutex> guard(session_lock_);
 
+	if (session_ && opts_.stats)
+		print_stats();
 	// perfjit_close() waits for the side files still pending.
 	session_.reset();
 }
@@ -516,7 +613,8 @@ void JNICALL on_compiled_method_load(jvmtiEnv *, jmethodID method, jint size, co
 				     const void *info)
 {
 	try {
-		Agent::instance->compiled(method, size, addr, map_len, map, info);
+		if (Agent *a = Agent::instance.load())
+			a->compiled(method, size, addr, map_len, map, info);
 	} catch (...) {
 		// Out of memory: this method stays unnamed.
 	}
@@ -525,7 +623,8 @@ void JNICALL on_compiled_method_load(jvmtiEnv *, jmethodID method, jint size, co
 void JNICALL on_compiled_method_unload(jvmtiEnv *, jmethodID method, const void *addr)
 {
 	try {
-		Agent::instance->unloaded(method, addr);
+		if (Agent *a = Agent::instance.load())
+			a->unloaded(method, addr);
 	} catch (...) {
 	}
 }
@@ -533,25 +632,35 @@ void JNICALL on_compiled_method_unload(jvmtiEnv *, jmethodID method, const void 
 void JNICALL on_dynamic_code(jvmtiEnv *, const char *name, const void *addr, jint len)
 {
 	try {
-		Agent::instance->generated(name, addr, len);
+		if (Agent *a = Agent::instance.load())
+			a->generated(name, addr, len);
 	} catch (...) {
 	}
 }
 
 void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 {
-	Agent::instance->stop();
+	if (Agent *a = Agent::instance.load())
+		a->stop();
 }
 
 int Agent::start(bool live)
 {
 	jvmtiCapabilities caps{};
 	caps.can_generate_compiled_method_load_events = 1;
-	caps.can_get_source_file_name = 1;
-	caps.can_get_line_numbers = 1;
 	if (jvmti_->AddCapabilities(&caps) != JVMTI_ERROR_NONE) {
 		warn("%s", "the JVM cannot report compiled methods");
 		return JNI_ERR;
+	}
+	// Optional: without them, methods are named without source lines.
+	if (opts_.lines) {
+		jvmtiCapabilities lines{};
+		lines.can_get_source_file_name = 1;
+		lines.can_get_line_numbers = 1;
+		can_lines_ = jvmti_->AddCapabilities(&lines) == JVMTI_ERROR_NONE;
+		if (!can_lines_)
+			warn("%s",
+			     "the JVM gives no line numbers: methods are named without lines");
 	}
 
 	perfjit_options po{};
@@ -581,8 +690,17 @@ int Agent::start(bool live)
 	// Loaded into a running JVM: the code compiled before is announced
 	// now. Later recorders get the library's rundown of all of it.
 	if (live) {
-		jvmti_->GenerateEvents(JVMTI_EVENT_DYNAMIC_CODE_GENERATED);
-		jvmti_->GenerateEvents(JVMTI_EVENT_COMPILED_METHOD_LOAD);
+		replaying_ = true;
+		for (jvmtiEvent e :
+		     {JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_COMPILED_METHOD_LOAD}) {
+			const jvmtiError err = jvmti_->GenerateEvents(e);
+
+			if (err != JVMTI_ERROR_NONE)
+				warn("%s", "the code compiled before the attach is not named "
+					   "(JVMTI error " +
+						   std::to_string(err) + ")");
+		}
+		replaying_ = false;
 	}
 	return JNI_OK;
 }
@@ -592,7 +710,7 @@ jint start_agent(JavaVM *vm, const char *options, bool live)
 	static std::mutex once;
 	std::lock_guard<std::mutex> guard(once);
 
-	if (Agent::instance) {
+	if (Agent::instance.load()) {
 		warn("%s", "already loaded; the second load is ignored");
 		return JNI_OK;
 	}
@@ -617,6 +735,9 @@ jint start_agent(JavaVM *vm, const char *options, bool live)
 			      JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH})
 				jvmti->SetEventNotificationMode(JVMTI_DISABLE, e, nullptr);
 			a->stop();
+			// A later attach starts afresh, with an environment of its own.
+			Agent::instance = nullptr;
+			jvmti->DisposeEnvironment();
 			return JNI_ERR;
 		}
 	} catch (...) {
@@ -642,8 +763,8 @@ JNIEXPORT jint JNICALL Agent_OnAttach(JavaVM *vm, char *options, void *)
 
 JNIEXPORT void JNICALL Agent_OnUnload(JavaVM *)
 {
-	if (Agent::instance)
-		Agent::instance->stop();
+	if (Agent *a = Agent::instance.load())
+		a->stop();
 }
 
 } // extern "C"
