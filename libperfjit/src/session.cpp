@@ -36,6 +36,12 @@ namespace
 
 using namespace perfjit;
 
+// An open pack takes single loads up to this many functions or bytes of
+// code, and once a recorder asked, for at most kPackDelay after the first.
+constexpr size_t kPackFunctions = 1024;
+constexpr size_t kPackBytes = 4 << 20;
+constexpr std::chrono::milliseconds kPackDelay{100};
+
 // Bumped in every child after fork(): a session compares it with the value
 // it saw last to notice that it now lives in a child.
 std::atomic<unsigned> g_fork_generation{0};
@@ -80,6 +86,11 @@ std::string run_name(const std::string &first, size_t count)
 
 // The code of one or more functions announced together, which share a side
 // file: one file to write, and for perf to open, per batch.
+//
+// Single loads share an open pack: a file that takes each next function
+// until it is full or, once queued, its delay has passed. Its build-id is
+// unique_build_id(), known before its content, so that each function is
+// announced as it loads; its layout only appends.
 struct SideFile {
 	Pack pack;
 	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
@@ -87,7 +98,29 @@ struct SideFile {
 	bool laid_out = false; // offsets and id computed
 	bool stored = false;   // written to the build-id cache
 	bool queued = false;   // in perfjit_session::pending
+	bool open = false;     // an open pack: takes more functions
 	int store_err = 0;     // why the library's thread could not store it
+	size_t code_bytes = 0; // an open pack's code, to bound it
+	// An open pack that is queued: written by then, full or not.
+	std::chrono::steady_clock::time_point due{};
+
+	static std::shared_ptr<SideFile> open_pack()
+	{
+		auto f = std::make_shared<SideFile>();
+
+		f->id = unique_build_id();
+		f->laid_out = true;
+		f->open = true;
+		return f;
+	}
+	// Appends @image to an open pack; its offset is known at once.
+	size_t append(CodeImage image)
+	{
+		code_bytes += image.code.size();
+		pack.push_back(std::move(image));
+		offsets.push_back(pack_next_offset(pack, offsets));
+		return pack.size() - 1;
+	}
 
 	// The layout and build-id, computed when first needed: a load that
 	// nobody records costs neither the layout nor the hash.
@@ -130,6 +163,8 @@ struct perfjit_session {
 	// Side files that recorders need, for the library's thread to store:
 	// a load does not wait for a file write. Taken by flush_pending().
 	std::vector<std::shared_ptr<SideFile>> pending;
+	// The pack that single loads go to, with the library's thread.
+	std::shared_ptr<SideFile> open_pack;
 	// Held while pending files are written, outside the session's lock.
 	std::mutex flush_lock;
 	DirCache flush_dirs; // under flush_lock
@@ -144,7 +179,9 @@ struct perfjit_session {
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
 	int store_soon(const std::shared_ptr<SideFile> &file);
-	int flush_pending();
+	int flush_pending(bool all = true, std::chrono::steady_clock::time_point *next = nullptr);
+	void seal(SideFile &file);
+	void seal_open_pack();
 	int rundown_from(uint64_t &addr);
 	int rundown();
 	size_t run_length(const std::vector<Region> &batch, size_t i) const;
@@ -255,6 +292,8 @@ private:
 		for (perfjit_session *s : n.sessions_) {
 			s->flush_lock.lock();
 			s->lock.lock();
+			// Parent and child would fill it apart, under one build-id.
+			s->seal_open_pack();
 		}
 	}
 	static void parent()
@@ -491,8 +530,13 @@ void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 	} done{*this, w};
 
 	try {
+		// When the earliest open pack queued is due; none is: zero.
+		using Clock = std::chrono::steady_clock;
+		Clock::time_point due{};
+
 		while (!w->quit) {
 			struct pollfd fds[3] = {};
+			int timeout = -1;
 			{
 				std::lock_guard<std::mutex> guard(lock_);
 
@@ -502,21 +546,37 @@ void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 				fds[1] = {w->stop.get(), POLLIN, 0};
 				fds[2] = {work_.load(), POLLIN, 0};
 			}
-			if (poll(fds, 3, -1) < 0) {
+			if (due != Clock::time_point{}) {
+				const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+					due - Clock::now());
+
+				timeout = static_cast<int>(std::max<int64_t>(left.count(), 0));
+			}
+			const int ready = poll(fds, 3, timeout);
+			if (ready < 0) {
 				if (errno == EINTR)
 					continue;
 				return;
 			}
 			if (fds[1].revents || w->quit)
 				return;
-			if (fds[2].revents & POLLIN) {
+			if ((fds[2].revents & POLLIN) || (due != Clock::time_point{} && !ready)) {
 				uint64_t n;
 
-				(void)!read(fds[2].fd, &n, sizeof(n));
+				if (fds[2].revents & POLLIN)
+					(void)!read(fds[2].fd, &n, sizeof(n));
 				// Stores a burst of loads' files together, each
-				// write outside the session's lock.
-				if (!for_each_session(
-					    w, [](perfjit_session *s) { s->flush_pending(); }))
+				// write outside the session's lock; open packs
+				// when they are due.
+				due = Clock::time_point{};
+				if (!for_each_session(w, [&due](perfjit_session *s) {
+					    Clock::time_point next{};
+
+					    s->flush_pending(false, &next);
+					    if (next != Clock::time_point{} &&
+						(due == Clock::time_point{} || next < due))
+						    due = next;
+				    }))
 					return;
 			}
 			if (!(fds[0].revents & POLLIN))
@@ -619,6 +679,9 @@ int perfjit_session::check_fork()
 		kv.second.file->queued = false;
 	}
 	pending.clear();
+	// Sealed before the fork (Notifier::prepare()): the child's next
+	// single load opens a pack of its own.
+	open_pack.reset();
 	switch (mode) {
 	case PERFJIT_MODE_CODE_REGION:
 		// Nobody asked the child yet: it has a registration of its own.
@@ -659,10 +722,25 @@ int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 			     file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
 }
 
+// Under the lock: @file takes no more functions, and is stored as it is.
+void perfjit_session::seal(SideFile &file)
+{
+	file.open = false;
+	if (open_pack.get() == &file)
+		open_pack.reset();
+}
+
+void perfjit_session::seal_open_pack()
+{
+	if (open_pack)
+		seal(*open_pack);
+}
+
 int perfjit_session::store(SideFile &file)
 {
 	if (file.stored)
 		return 0;
+	seal(file);
 	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs);
 	if (!err)
 		file.stored = true;
@@ -694,7 +772,11 @@ int perfjit_session::store_soon(const std::shared_ptr<SideFile> &file)
 	pending.push_back(file);
 	file->queued = true;
 	file->store_err = 0;
-	if (pending.size() == 1)
+	// An open pack waits for more loads, up to kPackDelay: the thread
+	// wakes for it when it is due, or full.
+	if (file->open)
+		file->due = std::chrono::steady_clock::now() + kPackDelay;
+	if (pending.size() == 1 || !file->open)
 		Notifier::get().wake_writer();
 	return 0;
 }
@@ -702,14 +784,29 @@ int perfjit_session::store_soon(const std::shared_ptr<SideFile> &file)
 // Stores the pending side files, writing them without the session's lock.
 // Returns the first error; a file that failed is not stored (a rundown
 // tries it again).
-int perfjit_session::flush_pending()
+int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_point *next)
 {
 	std::lock_guard<std::mutex> flushing(flush_lock);
 	std::vector<std::shared_ptr<SideFile>> todo;
 	{
 		std::lock_guard<std::mutex> guard(lock);
+		const auto now = std::chrono::steady_clock::now();
+		std::vector<std::shared_ptr<SideFile>> later;
 
-		todo.swap(pending);
+		// An open pack that is not due stays open and queued; the rest
+		// is sealed, and immutable from here on.
+		for (auto &file : pending) {
+			if (file->open && !all && now < file->due) {
+				if (next && (*next == std::chrono::steady_clock::time_point{} ||
+					     file->due < *next))
+					*next = file->due;
+				later.push_back(std::move(file));
+				continue;
+			}
+			seal(*file);
+			todo.push_back(std::move(file));
+		}
+		pending.swap(later);
 	}
 	int first_err = 0;
 	std::vector<int> errs(todo.size(), -EIO);
@@ -803,8 +900,11 @@ int perfjit_session::rundown()
 
 			if (mode != PERFJIT_MODE_CODE_REGION)
 				return 0;
-			if (first)
+			if (first) {
 				mark_asked();
+				// What a recorder asks for is written now.
+				seal_open_pack();
+			}
 			ret = rundown_from(addr);
 		}
 		if (ret == -ENOENT)
@@ -883,8 +983,11 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 	}
 
 	// With code regions the batch shares one side file, but for code whose
-	// unwind table cannot move: that gets a file of its own.
+	// unwind table cannot move: that gets a file of its own. A single
+	// load goes to the open pack, where the library's thread writes it
+	// with the loads that follow it.
 	const bool code_region = mode == PERFJIT_MODE_CODE_REGION;
+	const bool to_pack = code_region && n == 1 && own_thread && Notifier::get().has_writer();
 	std::vector<Region> batch(n);
 	std::shared_ptr<SideFile> shared;
 	for (size_t i = 0; i < n; i++) {
@@ -898,6 +1001,16 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 		if (regions.count(image.addr) || (i && image.addr == batch[i - 1].image().addr))
 			return -EEXIST;
 		Region &r = batch[i];
+		if (to_pack && eh_frame_relocatable(image)) {
+			if (open_pack && (open_pack->pack.size() >= kPackFunctions ||
+					  open_pack->code_bytes + image.code.size() > kPackBytes))
+				seal_open_pack();
+			if (!open_pack)
+				open_pack = SideFile::open_pack();
+			r.file = open_pack;
+			r.index = r.file->append(std::move(image));
+			continue;
+		}
 		if (code_region && eh_frame_relocatable(image)) {
 			if (!shared)
 				shared = std::make_shared<SideFile>();

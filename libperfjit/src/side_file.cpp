@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <openssl/evp.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -207,21 +209,49 @@ bool adjacent(const CodeImage &prev, const CodeImage &next)
 	return prev.addr && next.addr >= prev_end && next.addr - prev_end < kAdjacentGap;
 }
 
+uint64_t pack_next_offset(const Pack &pack, const std::vector<uint64_t> &offsets)
+{
+	const size_t i = offsets.size();
+
+	if (!i)
+		return (kTextOffset + 15) & ~uint64_t{15};
+	if (adjacent(pack[i - 1], pack[i]))
+		return offsets.back() + (pack[i].addr - pack[i - 1].addr);
+	return (offsets.back() + pack[i - 1].code.size() + 15) & ~uint64_t{15};
+}
+
 std::vector<uint64_t> pack_layout(const Pack &pack)
 {
 	std::vector<uint64_t> offsets;
-	uint64_t off = kTextOffset;
 
 	offsets.reserve(pack.size());
-	for (size_t i = 0; i < pack.size(); i++) {
-		if (i && adjacent(pack[i - 1], pack[i]))
-			off = offsets.back() + (pack[i].addr - pack[i - 1].addr);
-		else
-			off = (off + 15) & ~uint64_t{15};
-		offsets.push_back(off);
-		off += pack[i].code.size();
-	}
+	while (offsets.size() < pack.size())
+		offsets.push_back(pack_next_offset(pack, offsets));
 	return offsets;
+}
+
+BuildId unique_build_id()
+{
+	static std::atomic<uint64_t> counter{0};
+	struct {
+		uint64_t pid;
+		uint64_t ns;
+		uint64_t n;
+		uint8_t random[16];
+	} seed{};
+	struct timespec ts {
+	};
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	seed.pid = static_cast<uint64_t>(getpid());
+	seed.ns =
+		static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+	seed.n = counter.fetch_add(1, std::memory_order_relaxed);
+	// Without random bytes, the rest is unique still.
+	(void)!getrandom(seed.random, sizeof(seed.random), GRND_NONBLOCK);
+	MdCtx ctx = sha1_begin("perfjit open pack v1");
+	hash_bytes(ctx.get(), &seed, sizeof(seed));
+	return sha1_end(ctx);
 }
 
 BuildId build_id_of(const Pack &pack)

@@ -70,6 +70,17 @@ bool adjacent(const CodeImage &prev, const CodeImage &next);
 // boundary.
 std::vector<uint64_t> pack_layout(const Pack &pack);
 
+// Where pack[offsets.size()] sits, given where those before it do: the
+// layout only appends, so a function keeps its offset while more are
+// added after it.
+uint64_t pack_next_offset(const Pack &pack, const std::vector<uint64_t> &offsets);
+
+// A build-id for a pack that is still being filled: not a hash of what the
+// file will hold, which is not known when its first function is announced,
+// but unique (the process, the time, a counter and random bytes) and
+// stable, as a build-id must be to name a file.
+BuildId unique_build_id();
+
 // The build-id of a side file holding @pack: build_id_of() for a single
 // function, else a SHA-1 over the build-ids of the functions and their
 // offsets, in order.

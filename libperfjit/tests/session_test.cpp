@@ -753,6 +753,43 @@ TEST_F(CodeRegion, SideFilesStoredByTheThreadAndAtClose)
 		EXPECT_EQ(access(path.c_str(), R_OK), 0) << path;
 }
 
+// While somebody records, single loads share an open pack: each is
+// announced at once, with the pack's build-id and its own offset in it, and
+// the library's thread writes the pack when its delay has passed, with no
+// call that waits for it. A load after that opens another pack.
+TEST_F(CodeRegion, SingleLoadsShareAnOpenPack)
+{
+	perfjit::Session &s = *session_;
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ExecPage page;
+	// Once this one is stored, the rundown that the recorder asked for
+	// has run: it does not seal the pack below halfway.
+	ASSERT_FALSE(s.load("jit_first", page.at(512), 16));
+	ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(512)); }));
+
+	perfjit::BuildId id, other;
+	for (size_t off = 0; off < 256; off += 16) {
+		ASSERT_FALSE(s.load("jit_p" + std::to_string(off), page.at(off), 16));
+		ASSERT_EQ(perfjit_build_id(s.get(), page.at(off), other.data()), 0);
+		if (!off)
+			id = other;
+		EXPECT_EQ(other, id) << "function at " << off;
+	}
+	const std::string path = perfjit::side_file_path(dir_.path(), id);
+	EXPECT_TRUE(eventually([&] { return access(path.c_str(), R_OK) == 0; })) << path;
+	// Every function's code, at the distance it has in memory.
+	const auto elf = read_file(path);
+	ASSERT_GE(elf.size(), perfjit::kTextOffset + 256);
+	for (size_t off = 0; off < 256; off += 16)
+		EXPECT_EQ(0, memcmp(&elf[perfjit::kTextOffset + off], page.at(off), 16)) << off;
+
+	ASSERT_FALSE(s.load("jit_later", page.at(1024), 16));
+	ASSERT_EQ(perfjit_build_id(s.get(), page.at(1024), other.data()), 0);
+	EXPECT_NE(other, id);
+	EXPECT_FALSE(s.unload(page.at(16)));
+}
+
 // A side file the library's thread cannot store: the load itself succeeds
 // (it does not wait for the write), and perfjit_side_file() reports why.
 // The load may come before the library's thread has seen the recorder's
@@ -786,14 +823,16 @@ TEST_F(CodeRegion, RundownForALateRecorder)
 	perfjit::Session &s = *session_;
 	ExecPage page;
 
+	// Apart in memory: one rundown record each, although they share a
+	// pack (adjacent code in one side file is one region).
 	ASSERT_FALSE(s.load("jit_one", page.at(0), 16));
-	ASSERT_FALSE(s.load("jit_two", page.at(64), 16));
-	ASSERT_FALSE(s.load("jit_gone", page.at(128), 16));
-	ASSERT_FALSE(s.unload(page.at(128)));
+	ASSERT_FALSE(s.load("jit_two", page.at(256), 16));
+	ASSERT_FALSE(s.load("jit_gone", page.at(512), 16));
+	ASSERT_FALSE(s.unload(page.at(512)));
 
 	Recorder recorder;
 	ASSERT_TRUE(recorder.ok()) << strerror(errno);
-	ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(64)); }));
+	ASSERT_TRUE(eventually([&] { return stored(s.get(), page.at(256)); }));
 	ASSERT_TRUE(eventually([&] {
 		auto seen = recorder.code_regions();
 		return std::count_if(seen.begin(), seen.end(),
@@ -806,7 +845,7 @@ TEST_F(CodeRegion, RundownForALateRecorder)
 		addrs.insert(r.addr);
 	}
 	EXPECT_EQ(addrs, (std::set<uint64_t>{reinterpret_cast<uint64_t>(page.at(0)),
-					     reinterpret_cast<uint64_t>(page.at(64))}));
+					     reinterpret_cast<uint64_t>(page.at(256))}));
 
 	// A second recorder, beside the first: both get the rundown.
 	Recorder second;
@@ -845,11 +884,11 @@ TEST_F(CodeRegion, RundownForEachRequest)
 	constexpr size_t kFunctions = 50;
 	ExecPage page;
 
-	// Each load its own side file, so each its own rundown record.
+	// Apart in memory (kAdjacentGap), so each its own rundown record.
 	for (size_t i = 0; i < kFunctions; i++) {
 		const std::string name = "jit_asked_" + std::to_string(i);
 
-		ASSERT_FALSE(s.load(name.c_str(), page.at(i * 16), 16));
+		ASSERT_FALSE(s.load(name.c_str(), page.at(i * 80), 16));
 	}
 
 	// The recorder asks on each of this process's threads: one rundown
