@@ -663,7 +663,8 @@ class Results:
                  "Java record-to-report (inject + report) at least 5x faster than jitdump + inject",
                  "Java disk at most half of jitdump + inject",
                  "Java: at least as many JIT samples named as perf's agent",
-                 "Java: inlined frames where perf's agent has none"]
+                 "Java: inlined frames where perf's agent has none",
+                 "Java: agent loaded and nobody recording within 1.02x of no agent"]
         ok = [r for r in self.java if r["status"] == "ok"]
         if not ok:
             md.append("No results (no JDK in the guest, or every run failed).")
@@ -677,7 +678,8 @@ class Results:
             f"pipelines alternating, after an untimed warm-up run. **code-regions**: "
             f"`-agentpath:libperfjit-jvmti.so`, then `perf report`. **perf-agent**: "
             f"`-agentpath:libperf-jvmti.so` (jitdump), `perf inject --jit`, `perf report`. "
-            f"**none**: no agent. JVM: the recorded JVM's wall time. Disk: perf.data files, "
+            f"**none**: no agent. **idle-***: the same agent (or none) loaded, and nobody "
+            f"recording: the JVM alone. JVM: the JVM's wall time. Disk: perf.data files, "
             f"jitdump, the jitted `.so` files and side files. Named: samples in JIT code "
             f"(`perf script -G`) that resolve to a symbol. Inlined: `DW_TAG_inlined_subroutine` "
             f"entries in the JIT's files.")
@@ -693,7 +695,8 @@ class Results:
             return med([num(r[key]) for r in by.get(pipe, []) if num(r[key]) is not None])
 
         rows = []
-        for pipe in ("code-regions", "perf-agent", "none"):
+        for pipe in ("code-regions", "perf-agent", "none", "idle-code-regions",
+                     "idle-perf-agent", "idle-none"):
             if pipe not in by:
                 continue
             js, jn = m(pipe, "jit_samples"), m(pipe, "named")
@@ -724,7 +727,15 @@ class Results:
             self.targets.append((names[4], f"{fmt(m(cr, 'inlined'), 0)} against {fmt(m(pa, 'inlined'), 0)}",
                                  "PASS" if (m(cr, "inlined") or 0) > 0 and not m(pa, "inlined") else "MISS"))
         else:
-            self.targets += [(n, "a pipeline failed", "MISS") for n in names]
+            self.targets += [(n, "a pipeline failed", "MISS") for n in names[:5]]
+        if "idle-code-regions" in by and "idle-none" in by:
+            idle = ratio(m("idle-code-regions", "jvm_s"), m("idle-none", "jvm_s"))
+            perf_idle = ratio(m("idle-perf-agent", "jvm_s"), m("idle-none", "jvm_s")) \
+                if "idle-perf-agent" in by else None
+            self.targets.append((names[5], f"{fmt_ratio(idle)} (perf's agent: {fmt_ratio(perf_idle)})",
+                                 "PASS" if idle and idle <= 1.02 else "MISS"))
+        else:
+            self.targets.append((names[5], "not measured", "MISS"))
         return "\n".join(md)
 
     # ---- the document ----
