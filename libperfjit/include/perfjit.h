@@ -19,7 +19,11 @@
  * files, so that the recorder names code loaded before it started. From
  * then on each load is announced at once, and the library's thread writes
  * its side file soon after, so that the runtime does not wait for a file
- * write; perfjit_close() and exit() wait for what is still to be written
+ * write. Single loads share a side file, a "pack", that the thread writes
+ * when it holds 1,024 functions or 4 MiB of code, or 100 ms after it was
+ * first needed, and at once when a recorder asks for a rundown; its
+ * build-id is unique to it rather than a hash of its content.
+ * perfjit_close() and exit() wait for what is still to be written
  * (a process killed by a signal loses it: a runtime that ends on SIGTERM
  * should close its sessions first).
  * On other kernels it writes /tmp/perf-PID.map lines or a jitdump file.
@@ -146,7 +150,9 @@ PERFJIT_API int perfjit_load(perfjit_session *session, const struct perfjit_code
  * Announce @n pieces of code at once: a module, a class, a burst of
  * compiles. With code regions they share one side file, so the recording
  * costs one file write, and perf report one file to open, instead of @n;
- * perfjit_load() of each costs @n of both. Each stays a region of its own
+ * perfjit_load() of each shares the library's open pack, written with the
+ * loads around it (without the library's thread, one file each). Each
+ * stays a region of its own
  * for unload and move. The batch loads as a whole: on an error none of it is
  * loaded (a perf-PID.map or jitdump fallback file may keep lines for its
  * first pieces, which the next attempt repeats harmlessly).
