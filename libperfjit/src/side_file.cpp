@@ -873,7 +873,12 @@ int DirMarker::map(const std::string &buildid_dir)
 	UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
 	if (!fd && errno == ENOENT) {
 		// As a side file: complete when it appears, never rewritten.
-		const std::string tmp = dir + "/.perfjit-marker-" + std::to_string(getpid());
+		// A name no other writer uses: two sessions of one process
+		// may create it at once.
+		static std::atomic<unsigned long> counter{0};
+		const std::string tmp =
+			dir + "/.perfjit-marker-" + std::to_string(getpid()) + "-" +
+			std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
 		int err = mkdir_p(dir);
 
 		if (err)
