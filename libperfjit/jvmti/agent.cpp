@@ -28,6 +28,9 @@
 //   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
 //   dir=PATH     the build-id cache for side files ($PERF_BUILDID_DIR,
 //                else ~/.debug)
+//   max_dir=SIZE a bound for the side files there (bytes, or with K, M or
+//                G): the oldest go first, never one of live code; 256M by
+//                default, max_dir=none for no bound
 #include <jvmti.h>
 #include <jvmticmlr.h>
 
@@ -60,7 +63,33 @@ struct Options {
 	bool stats = false;
 	uint32_t mode = PERFJIT_MODE_AUTO;
 	std::string dir;
+	uint64_t max_dir = 0; // perfjit_options::max_dir_bytes
 };
+
+// "256M", "64K", "1G", "1000000": a size in bytes, not 0; nullopt if @text
+// is none of these or too large.
+std::optional<uint64_t> parse_size(const std::string &text)
+{
+	uint64_t n = 0;
+	size_t i = 0;
+
+	for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; i++) {
+		if (n > (UINT64_MAX - 9) / 10)
+			return std::nullopt;
+		n = n * 10 + (text[i] - '0');
+	}
+	if (!i || !n)
+		return std::nullopt;
+	const std::string unit = text.substr(i);
+	const unsigned shift = unit.empty()  ? 0
+			       : unit == "K" ? 10
+			       : unit == "M" ? 20
+			       : unit == "G" ? 30
+					     : 64;
+	if (shift == 64 || n > (UINT64_MAX >> 1) >> shift)
+		return std::nullopt;
+	return n << shift;
+}
 
 void warn(const char *fmt, const std::string &arg)
 {
@@ -110,6 +139,10 @@ std::optional<Options> parse_options(const char *text)
 			o.mode = PERFJIT_MODE_JITDUMP;
 		else if (key == "dir" && !val.empty())
 			o.dir = val;
+		else if (key == "max_dir" && val == "none")
+			o.max_dir = PERFJIT_DIR_UNBOUNDED;
+		else if (key == "max_dir" && parse_size(val))
+			o.max_dir = *parse_size(val);
 		else {
 			warn("unknown option '%s' (see the comment at the top of agent.cpp)", item);
 			return std::nullopt;
@@ -668,6 +701,7 @@ int Agent::start(bool live)
 	po.mode = opts_.mode;
 	po.fallback = PERFJIT_MODE_PERF_MAP;
 	po.buildid_dir = opts_.dir.empty() ? nullptr : opts_.dir.c_str();
+	po.max_dir_bytes = opts_.max_dir;
 	auto session = std::make_unique<perfjit::Session>(&po);
 	if (!session->ok()) {
 		warn("%s", "cannot open a libperfjit session: " + session->error().message());

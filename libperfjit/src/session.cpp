@@ -95,12 +95,13 @@ struct SideFile {
 	Pack pack;
 	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
 	BuildId id{};
-	bool laid_out = false; // offsets and id computed
-	bool stored = false;   // written to the build-id cache
-	bool queued = false;   // in perfjit_session::pending
-	bool open = false;     // an open pack: takes more functions
-	int store_err = 0;     // why the library's thread could not store it
-	size_t code_bytes = 0; // an open pack's code, to bound it
+	bool laid_out = false;	// offsets and id computed
+	bool stored = false;	// written to the build-id cache
+	bool queued = false;	// in perfjit_session::pending
+	bool open = false;	// an open pack: takes more functions
+	int store_err = 0;	// why the library's thread could not store it
+	unsigned refreshed = 0; // the rundown that last refreshed the stored file
+	size_t code_bytes = 0;	// an open pack's code, to bound it
 	// An open pack that is queued: written by then, full or not.
 	std::chrono::steady_clock::time_point due{};
 
@@ -168,6 +169,10 @@ struct perfjit_session {
 	// Held while pending files are written, outside the session's lock.
 	std::mutex flush_lock;
 	DirCache flush_dirs; // under flush_lock
+	// Keeps buildid_dir's side files under perfjit_options::max_dir_bytes:
+	// pruned under flush_lock, outside the session's lock.
+	DirBound bound;
+	unsigned rundowns = 0; // started, for SideFile::refreshed
 	PerfMap perf_map;
 	Jitdump jitdump;
 
@@ -180,6 +185,7 @@ struct perfjit_session {
 	int store(SideFile &file);
 	int store_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending(bool all = true, std::chrono::steady_clock::time_point *next = nullptr);
+	void prune_if_due();
 	void seal(SideFile &file);
 	void seal_open_pack();
 	int rundown_from(uint64_t &addr);
@@ -631,6 +637,12 @@ int perfjit_session::open(const perfjit_options &opts)
 	buildid_dir = choose_dir(opts.buildid_dir, "PERF_BUILDID_DIR", "/.debug");
 	jitdump_dir = choose_dir(opts.jitdump_dir, "JITDUMPDIR", "/.debug/jit");
 	fork_generation = g_fork_generation.load(std::memory_order_relaxed);
+	if (opts.max_dir_bytes == PERFJIT_DIR_UNBOUNDED)
+		bound.set_max(0);
+	else if (!opts.max_dir_bytes)
+		bound.set_max(PERFJIT_DIR_DEFAULT_BYTES);
+	else
+		bound.set_max(std::min<uint64_t>(opts.max_dir_bytes, INT64_MAX));
 
 	const int fallback = opts.fallback ? static_cast<int>(opts.fallback)
 					   : static_cast<int>(PERFJIT_MODE_PERF_MAP);
@@ -741,9 +753,11 @@ int perfjit_session::store(SideFile &file)
 	if (file.stored)
 		return 0;
 	seal(file);
-	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs);
+	uint64_t written = 0;
+	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs, &written);
 	if (!err)
 		file.stored = true;
+	bound.add(written);
 	return err;
 }
 
@@ -815,23 +829,57 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 			// Immutable once queued but for the flags, which are the
 			// lock's; a file stored meanwhile is left alone by the
 			// store (link() to an existing path).
+			uint64_t written = 0;
+
 			errs[i] = store_side_file(buildid_dir, todo[i]->pack, todo[i]->id,
-						  &flush_dirs);
+						  &flush_dirs, &written);
+			bound.add(written);
 			if (errs[i] && !first_err)
 				first_err = errs[i];
 		}
 	} catch (...) {
 		first_err = -ENOMEM;
 	}
-	std::lock_guard<std::mutex> guard(lock);
-	for (size_t i = 0; i < todo.size(); i++) {
-		todo[i]->queued = false;
-		if (!errs[i])
-			todo[i]->stored = true;
-		else if (!todo[i]->stored)
-			todo[i]->store_err = errs[i];
+	{
+		std::lock_guard<std::mutex> guard(lock);
+		for (size_t i = 0; i < todo.size(); i++) {
+			todo[i]->queued = false;
+			if (!errs[i])
+				todo[i]->stored = true;
+			else if (!todo[i]->stored)
+				todo[i]->store_err = errs[i];
+		}
 	}
+	prune_if_due();
 	return first_err;
+}
+
+// Under flush_lock, not the session's lock: when what this session wrote
+// reaches the directory's bound, removes the oldest side files but for
+// those of its live regions. The directory is read without the session's
+// lock, so loads go on meanwhile; a file that a load announces meanwhile
+// is written after this prune, and newer than what it removes.
+void perfjit_session::prune_if_due()
+{
+	if (!bound.due())
+		return;
+	std::vector<BuildId> keep;
+	{
+		std::lock_guard<std::mutex> guard(lock);
+		const SideFile *last = nullptr;
+
+		for (const auto &kv : regions) {
+			const SideFile *file = kv.second.file.get();
+
+			// A file without its build-id yet was never stored.
+			if (file != last && file->laid_out)
+				keep.push_back(file->id);
+			last = file;
+		}
+	}
+	std::sort(keep.begin(), keep.end());
+	keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+	bound.prune(buildid_dir, keep);
 }
 
 // One step of a rundown, under the lock: announces again the live code at
@@ -862,6 +910,14 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	const uint64_t end = last->first + last->second.image().code.size();
 	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
 	r.file->laid();
+	// Once per file and rundown: a file that this recorder needs is the
+	// newest for the directory's bound, and one that another process's
+	// bound removed is stored again.
+	if (r.file->stored && r.file->refreshed != rundowns) {
+		r.file->refreshed = rundowns;
+		if (refresh_side_file(buildid_dir, r.file->id) == -ENOENT)
+			r.file->stored = false;
+	}
 	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
 				run_name(r.image().name, count), *r.file, flags);
 	// Not one executable mapping, say: then each on its own.
@@ -901,6 +957,7 @@ int perfjit_session::rundown()
 			if (mode != PERFJIT_MODE_CODE_REGION)
 				return 0;
 			if (first) {
+				rundowns++;
 				mark_asked();
 				// What a recorder asks for is written now.
 				seal_open_pack();
@@ -1145,6 +1202,21 @@ int locked(perfjit_session *s, Fn &&fn)
 	}
 }
 
+// Without the library's thread a load stores its side file itself, and
+// then prunes the directory when that reaches the bound.
+void prune_inline(perfjit_session *s)
+{
+	if (!s || s->own_thread || !s->bound.due())
+		return;
+	try {
+		std::lock_guard<std::mutex> flushing(s->flush_lock);
+
+		s->prune_if_due();
+	} catch (...) {
+		// Pruned after a later load.
+	}
+}
+
 } // namespace
 
 extern "C" {
@@ -1156,13 +1228,25 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 	if (!session)
 		return -EINVAL;
 	*session = nullptr;
-	if (opts && opts->size < sizeof(perfjit_options))
+	if (opts && opts->size < PERFJIT_OPTIONS_SIZE_VER0)
 		return -EINVAL;
+	if (opts) {
+		// An older caller's struct ends early (the rest is zero, the
+		// defaults); a newer one's tail must be zero, what this library
+		// does not know.
+		const size_t known = std::min<size_t>(opts->size, sizeof(defaults));
+		const auto *tail = reinterpret_cast<const unsigned char *>(opts) + known;
+
+		if (std::any_of(tail, tail + (opts->size - known),
+				[](unsigned char c) { return c != 0; }))
+			return -E2BIG;
+		memcpy(&defaults, opts, known);
+	}
 	try {
 		std::call_once(g_atfork_once,
 			       [] { pthread_atfork(nullptr, nullptr, atfork_child); });
 		auto s = std::make_unique<perfjit_session>();
-		int err = s->open(opts ? *opts : defaults);
+		int err = s->open(defaults);
 
 		if (err)
 			return err;
@@ -1182,7 +1266,10 @@ int perfjit_load(perfjit_session *session, const perfjit_code *code)
 
 int perfjit_load_many(perfjit_session *session, const perfjit_code *const *codes, size_t n)
 {
-	return locked(session, [&] { return session->load(codes, n); });
+	const int err = locked(session, [&] { return session->load(codes, n); });
+
+	prune_inline(session);
+	return err;
 }
 
 int perfjit_unload(perfjit_session *session, const void *addr)
@@ -1194,10 +1281,13 @@ int perfjit_move(perfjit_session *session, const void *from, const void *to)
 {
 	if (!to)
 		return -EINVAL;
-	return locked(session, [&] {
+	const int err = locked(session, [&] {
 		return session->move(reinterpret_cast<uintptr_t>(from),
 				     reinterpret_cast<uintptr_t>(to));
 	});
+
+	prune_inline(session);
+	return err;
 }
 
 int perfjit_rundown(perfjit_session *session)
@@ -1321,6 +1411,8 @@ const char *perfjit_strerror(int err)
 		return "no side file was stored for this code (nobody recorded)";
 	case EINVAL:
 		return "invalid argument";
+	case E2BIG:
+		return "an option this library does not know is set (a newer perfjit.h)";
 	default:
 		return strerror(-err);
 	}

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -813,15 +814,20 @@ int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &ou
 }
 
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
-		    DirCache *dirs)
+		    DirCache *dirs, uint64_t *written)
 {
 	static std::atomic<unsigned long> counter{0};
 	const std::string path = side_file_path(buildid_dir, id);
 	const std::string dir = path.substr(0, path.rfind('/'));
 
+	if (written)
+		*written = 0;
 	// Every system call counts here: a JIT may store thousands of files.
-	if (access(path.c_str(), F_OK) == 0)
-		return 0; // stored already, by us or a concurrent writer: never rewritten
+	// Stored already, by us, a concurrent writer or an earlier run: never
+	// rewritten, but made the newest for a directory's bound (DirBound).
+	if (utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) == 0 ||
+	    (errno != ENOENT && access(path.c_str(), F_OK) == 0))
+		return 0;
 	if (!dirs || !dirs->has(id[0])) {
 		int err = mkdir_p(dir);
 
@@ -841,10 +847,18 @@ int store_side_file(const std::string &buildid_dir, const Pack &pack, const Buil
 	// No fsync(): this is a cache, and perf checks the build-id note of
 	// what it reads, so a file torn by a crash is never taken for the code.
 	int err = write_elf(fd.get(), pack, id);
+	struct stat st {
+	};
+	if (!err && fstat(fd.get(), &st))
+		err = -errno;
 	fd.reset();
 	// link() never replaces: the first complete file wins.
-	if (!err && link(tmp.c_str(), path.c_str()) && errno != EEXIST)
-		err = -errno;
+	if (!err && link(tmp.c_str(), path.c_str())) {
+		if (errno != EEXIST)
+			err = -errno;
+	} else if (!err && written) {
+		*written = st.st_size;
+	}
 	unlink(tmp.c_str());
 	return err;
 }
@@ -853,6 +867,142 @@ int store_side_file(const std::string &buildid_dir, const CodeImage &image, cons
 		    DirCache *dirs)
 {
 	return store_side_file(buildid_dir, Pack{image}, id, dirs);
+}
+
+int refresh_side_file(const std::string &buildid_dir, const BuildId &id)
+{
+	const std::string path = side_file_path(buildid_dir, id);
+
+	// Another error (a file of another owner, a read-only cache) leaves
+	// the file as it is, and there.
+	if (utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
+		return -ENOENT;
+	return 0;
+}
+
+namespace
+{
+
+int hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+// The build-id that .build-id/@prefix/@name names, if it is a 20-byte one
+// in the cache's lower-case hex.
+bool parse_build_id(const char *prefix, const char *name, BuildId &id)
+{
+	const std::string hex = std::string(prefix) + name;
+
+	if (hex.size() != 2 * id.size())
+		return false;
+	for (size_t i = 0; i < id.size(); i++) {
+		const int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		id[i] = static_cast<uint8_t>(hi << 4 | lo);
+	}
+	return true;
+}
+
+struct DirCloser {
+	void operator()(DIR *d) const { closedir(d); }
+};
+using UniqueDir = std::unique_ptr<DIR, DirCloser>;
+
+// Opens the directory @name under @at; null if it cannot be read.
+UniqueDir open_dir_at(int at, const char *name)
+{
+	UniqueFd fd(openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	UniqueDir dir(fd ? fdopendir(fd.get()) : nullptr);
+
+	if (dir)
+		fd.release();
+	return dir;
+}
+
+} // namespace
+
+int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &keep,
+		    Result *result)
+{
+	struct File {
+		timespec mtime;
+		uint64_t size;
+		std::string path; // under .build-id
+		BuildId id;
+	};
+	std::vector<File> files;
+	uint64_t total = 0;
+	const std::string root_path = buildid_dir + "/.build-id";
+	UniqueFd root(open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	UniqueDir top = root ? open_dir_at(root.get(), ".") : nullptr;
+
+	if (!top) {
+		const int err = errno;
+
+		// Nothing stored yet: measured again after the next writes.
+		room_.store(static_cast<int64_t>(max_));
+		return err == ENOENT ? 0 : -err;
+	}
+	while (const dirent *sub = readdir(top.get())) {
+		if (strlen(sub->d_name) != 2 || hex_digit(sub->d_name[0]) < 0 ||
+		    hex_digit(sub->d_name[1]) < 0)
+			continue;
+		UniqueDir dir = open_dir_at(root.get(), sub->d_name);
+
+		while (dir) {
+			const dirent *e = readdir(dir.get());
+			struct stat st;
+			File f{};
+
+			if (!e)
+				break;
+			if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
+			    !parse_build_id(sub->d_name, e->d_name, f.id) ||
+			    fstatat(dirfd(dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+			    !S_ISREG(st.st_mode))
+				continue;
+			f.mtime = st.st_mtim;
+			f.size = st.st_size;
+			f.path = std::string(sub->d_name) + "/" + e->d_name;
+			total += f.size;
+			files.push_back(std::move(f));
+		}
+	}
+
+	Result r;
+	const uint64_t low = max_ - max_ / 8;
+	if (total > max_) {
+		std::sort(files.begin(), files.end(), [](const File &a, const File &b) {
+			return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
+								: a.mtime.tv_nsec < b.mtime.tv_nsec;
+		});
+		for (const File &f : files) {
+			if (total <= low)
+				break;
+			if (std::binary_search(keep.begin(), keep.end(), f.id))
+				continue;
+			// Gone already: another writer's bound took it.
+			if (unlinkat(root.get(), f.path.c_str(), 0) && errno != ENOENT)
+				continue;
+			total -= f.size;
+			r.removed++;
+			r.removed_bytes += f.size;
+		}
+	}
+	r.bytes = total;
+	// Files that must stay may keep the directory above the bound: then
+	// it is measured again after another eighth of it is written.
+	room_.store(static_cast<int64_t>(total < max_ ? max_ - total : max_ / 8));
+	if (result)
+		*result = r;
+	return 0;
 }
 
 DirMarker::~DirMarker()

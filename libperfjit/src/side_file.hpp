@@ -5,6 +5,7 @@
 #define PERFJIT_SIDE_FILE_HPP
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -121,11 +122,57 @@ private:
 
 // Stores the side file at side_file_path(), atomically: a temporary file
 // linked into place. A file already there is left alone. Returns 0 or a
-// negative errno, and never leaves a partial file behind.
+// negative errno, and never leaves a partial file behind. *@written, if
+// given, is the size of the file this call put there, else 0.
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
-		    DirCache *dirs = nullptr);
+		    DirCache *dirs = nullptr, uint64_t *written = nullptr);
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
+
+// Sets the modification time of the side file of @id to now, so that a
+// directory's bound removes it last: 0, or -ENOENT if it is gone (another
+// process's bound removed it) and must be stored again.
+int refresh_side_file(const std::string &buildid_dir, const BuildId &id);
+
+// Keeps the side files of a build-id directory under a size: the apparent
+// size of the regular files named by a 20-byte build-id under .build-id/xx/
+// (perf's own cache entries are symbolic links there, and are neither
+// counted nor removed). Past the bound, the oldest by modification time go
+// first, until the files take 7/8 of it, but for the build-ids to keep. A
+// writer counts what it writes, and measures the directory again when its
+// count reaches the bound: the first write measures it.
+class DirBound
+{
+public:
+	// @max: the bound in bytes, 0 for none.
+	explicit DirBound(uint64_t max = 0) : max_(max) {}
+	DirBound(const DirBound &) = delete;
+	DirBound &operator=(const DirBound &) = delete;
+
+	void set_max(uint64_t max) { max_ = max; }
+	uint64_t max() const { return max_; }
+
+	// Counts @bytes just written into the directory. Any thread.
+	void add(uint64_t bytes) { room_.fetch_sub(static_cast<int64_t>(bytes)); }
+	// Whether the directory is due to be measured, and pruned if need be.
+	bool due() const { return max_ && room_.load() < 0; }
+
+	struct Result {
+		uint64_t bytes = 0;	    // of side files, after the prune
+		size_t removed = 0;	    // files removed
+		uint64_t removed_bytes = 0; // their size
+	};
+	// Measures @buildid_dir and removes the oldest side files past the
+	// bound, never one whose build-id @keep holds (sorted). One caller at
+	// a time. 0, or a negative errno if the directory cannot be read.
+	int prune(const std::string &buildid_dir, const std::vector<BuildId> &keep,
+		  Result *result = nullptr);
+
+private:
+	uint64_t max_;
+	// What may be written before the next measure; below 0: due.
+	std::atomic<int64_t> room_{0};
+};
 
 // The file whose read-only mapping tells a recorder where the process
 // stores its side files: <dir>/.build-id/.code-regions. perf record, run as

@@ -50,6 +50,8 @@ perfjit_code code_at(const void *addr, const char *name, size_t len = 16)
 	return c;
 }
 
+// The options point into @buildid_dir and @jitdump_dir: pass strings that
+// outlive them, never temporaries.
 perfjit_options options(int mode, const std::string &buildid_dir = {},
 			const std::string &jitdump_dir = {})
 {
@@ -155,6 +157,35 @@ TEST(Session, BadArguments)
 	EXPECT_EQ(perfjit_rundown_fd(s), -EOPNOTSUPP);
 	EXPECT_STRNE(perfjit_strerror(-ENOENT), "");
 	perfjit_close(s);
+	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
+}
+
+// A caller built against an older perfjit.h passes a shorter struct, whose
+// missing fields are the defaults; one built against a newer header, a
+// longer one, whose fields this library does not know must be zero.
+TEST(Session, OptionsOfAnOlderOrNewerHeader)
+{
+	struct {
+		perfjit_options o;
+		uint64_t newer[2];
+	} big{};
+	perfjit_session *s = nullptr;
+
+	big.o = options(PERFJIT_MODE_PERF_MAP);
+	big.o.size = PERFJIT_OPTIONS_SIZE_VER0;
+	big.o.max_dir_bytes = 12345; // not the caller's: past its size
+	ASSERT_EQ(perfjit_open(&big.o, &s), 0);
+	perfjit_close(s);
+	big.o.size = PERFJIT_OPTIONS_SIZE_VER0 - 8;
+	EXPECT_EQ(perfjit_open(&big.o, &s), -EINVAL);
+	big.o.size = sizeof(big);
+	ASSERT_EQ(perfjit_open(&big.o, &s), 0);
+	perfjit_close(s);
+	big.newer[1] = 1;
+	s = nullptr;
+	EXPECT_EQ(perfjit_open(&big.o, &s), -E2BIG);
+	EXPECT_EQ(s, nullptr);
+	EXPECT_STRNE(perfjit_strerror(-E2BIG), strerror(E2BIG));
 	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
 }
 
@@ -382,7 +413,8 @@ TEST(Session, JitdumpFullDiskLosesOnlyTheFailedRecord)
 
 TEST(Session, UnwritableFallbackFilesAreAnError)
 {
-	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, "/dev/null/jit");
+	const std::string unwritable = "/dev/null/jit";
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, unwritable);
 	perfjit_session *s = reinterpret_cast<perfjit_session *>(1);
 
 	EXPECT_EQ(perfjit_open(&o, &s), -ENOTDIR);
@@ -788,6 +820,98 @@ TEST_F(CodeRegion, SingleLoadsShareAnOpenPack)
 	ASSERT_EQ(perfjit_build_id(s.get(), page.at(1024), other.data()), 0);
 	EXPECT_NE(other, id);
 	EXPECT_FALSE(s.unload(page.at(16)));
+}
+
+// The size of the regular files under @dir/.build-id/xx/, and the build-ids
+// that name them.
+uint64_t side_files_in(const std::string &dir, std::set<std::string> *names = nullptr)
+{
+	uint64_t total = 0;
+	std::unique_ptr<FILE, int (*)(FILE *)> p(
+		popen(("find '" + dir + "/.build-id' -mindepth 2 -type f -printf '%s %p\\n'")
+			      .c_str(),
+		      "r"),
+		pclose);
+	char line[4096];
+
+	while (p && fgets(line, sizeof(line), p.get())) {
+		char *end;
+
+		total += strtoull(line, &end, 10);
+		if (names)
+			names->insert(std::string(end + 1, strcspn(end + 1, "\n")));
+	}
+	return total;
+}
+
+// A long-lived runtime that loads and unloads code while somebody records
+// keeps its build-id directory under perfjit_options::max_dir_bytes: the
+// oldest side files go, an earlier run's first, never one of live code.
+// One that another process's bound removed is stored again for the next
+// recorder.
+TEST_F(CodeRegion, BuildIdDirectoryKeptUnderItsBound)
+{
+	session_.reset();
+	// An earlier run's side files, older than anything this one writes.
+	std::vector<std::string> earlier;
+	for (int i = 0; i < 20; i++) {
+		perfjit::CodeImage image;
+
+		image.name = "jit_earlier_" + std::to_string(i);
+		image.code.assign(kCode, kCode + 16);
+		const perfjit::BuildId id = perfjit::build_id_of(image);
+		ASSERT_EQ(perfjit::store_side_file(dir_.path(), image, id), 0);
+		earlier.push_back(perfjit::side_file_path(dir_.path(), id));
+		const timespec old[2] = {{1000, 0}, {1000, 0}};
+		ASSERT_EQ(utimensat(AT_FDCWD, earlier.back().c_str(), old, 0), 0);
+	}
+	constexpr uint64_t kBound = 32 << 10;
+	opts_.max_dir_bytes = kBound;
+	session_ = std::make_unique<perfjit::Session>(&opts_);
+	ASSERT_TRUE(session_->ok()) << session_->error().message();
+	perfjit::Session &s = *session_;
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+
+	// Batches of two functions, a side file each, of which the last 4
+	// stay live: 200 files, several times the bound.
+	ExecPage page;
+	std::vector<std::string> names;
+	for (int i = 0; i < 200; i++) {
+		const size_t off = (i % 8) * 32;
+		names.push_back("jit_batch_" + std::to_string(i));
+		const perfjit_code a = code_at(page.at(off), names.back().c_str(), 16);
+		const perfjit_code b = code_at(page.at(off + 16), names.back().c_str(), 16);
+
+		if (i >= 4) {
+			const size_t old = ((i - 4) % 8) * 32;
+
+			ASSERT_FALSE(s.unload(page.at(old)));
+			ASSERT_FALSE(s.unload(page.at(old + 16)));
+		}
+		ASSERT_FALSE(s.load({&a, &b}));
+	}
+	char path[4096];
+	std::vector<std::string> live;
+	for (int i = 196; i < 200; i++) {
+		ASSERT_EQ(perfjit_side_file(s.get(), page.at((i % 8) * 32), path, sizeof(path)), 0);
+		live.push_back(path);
+	}
+	EXPECT_LE(side_files_in(dir_.path()), kBound);
+	for (const auto &p : live)
+		EXPECT_EQ(access(p.c_str(), R_OK), 0) << p;
+	for (const auto &p : earlier)
+		EXPECT_NE(access(p.c_str(), F_OK), 0) << "an earlier run's file is still there";
+	std::set<std::string> left;
+	side_files_in(dir_.path(), &left);
+	EXPECT_GT(left.size(), live.size()) << "the bound removed more than it must";
+
+	// Another process's bound removed a live file: the next recorder's
+	// rundown stores it again.
+	ASSERT_EQ(unlink(live[0].c_str()), 0);
+	Recorder late;
+	ASSERT_TRUE(late.ok()) << strerror(errno);
+	EXPECT_TRUE(eventually([&] { return access(live[0].c_str(), R_OK) == 0; })) << live[0];
 }
 
 // A side file the library's thread cannot store: the load itself succeeds

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // Side files, read back with libelf and libdw.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -544,11 +545,15 @@ TEST(SideFile, ExistingFileIsNotRewritten)
 	struct stat before, after;
 
 	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
-	ASSERT_EQ(stat(side_file_path(dir.path(), id).c_str(), &before), 0);
-	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
-	ASSERT_EQ(stat(side_file_path(dir.path(), id).c_str(), &after), 0);
+	const std::string path = side_file_path(dir.path(), id);
+	ASSERT_EQ(stat(path.c_str(), &before), 0);
+	const auto bytes = read_file(path);
+	// Another image under the same build-id would be written differently.
+	CodeImage other = make_image("jit_other");
+	ASSERT_EQ(store_side_file(dir.path(), other, id), 0);
+	ASSERT_EQ(stat(path.c_str(), &after), 0);
 	EXPECT_EQ(before.st_ino, after.st_ino);
-	EXPECT_EQ(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+	EXPECT_EQ(read_file(path), bytes);
 }
 
 TEST(SideFile, ConcurrentWritersLeaveOneIntactFile)
@@ -650,6 +655,120 @@ TEST(DirMarker, MappedOnceWhereTheSideFilesAre)
 	// A directory that cannot be created is an error, and maps nothing.
 	DirMarker marker;
 	EXPECT_EQ(marker.map("/dev/null/store"), -ENOTDIR);
+}
+
+// The size of the regular files under @dir/.build-id/xx/.
+static uint64_t side_file_bytes(const std::string &dir)
+{
+	return std::stoull(run_output("find '" + dir +
+				      "/.build-id' -mindepth 2 -type f -printf '%s\\n' | "
+				      "awk '{ n += $1 } END { print n + 0 }'"));
+}
+
+static void set_mtime(const std::string &path, time_t when)
+{
+	const timespec times[2] = {{when, 0}, {when, 0}};
+
+	ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+// A directory past its bound loses its oldest side files first, down to
+// 7/8 of the bound, but never one it is told to keep, nor perf's own
+// entries (symbolic links) or files not named by a build-id. A refreshed
+// file is the newest.
+TEST(DirBound, OldestGoFirstButNeverWhatIsKept)
+{
+	TempDir dir;
+	std::vector<BuildId> ids;
+	std::vector<std::string> paths;
+	uint64_t size = 0;
+
+	for (int i = 0; i < 10; i++) {
+		const std::string name = "jit_bound_" + std::to_string(i);
+		const CodeImage image = make_image(name.c_str());
+		uint64_t written = 0;
+
+		ids.push_back(build_id_of(image));
+		ASSERT_EQ(store_side_file(dir.path(), Pack{image}, ids.back(), nullptr, &written),
+			  0);
+		paths.push_back(side_file_path(dir.path(), ids.back()));
+		ASSERT_GT(written, 0u);
+		ASSERT_TRUE(!size || written == size) << "the files differ in size";
+		size = written;
+		// Stored again: nothing written, and the file made the newest.
+		set_mtime(paths.back(), 1000);
+		ASSERT_EQ(store_side_file(dir.path(), Pack{image}, ids.back(), nullptr, &written),
+			  0);
+		EXPECT_EQ(written, 0u);
+		struct stat st;
+		ASSERT_EQ(stat(paths.back().c_str(), &st), 0);
+		EXPECT_GT(st.st_mtime, 1000000);
+		set_mtime(paths.back(), 1000000 + i);
+	}
+	// perf's cache entry for an ELF file, and a file no build-id names.
+	const std::string link = dir.path() + "/.build-id/00/" + std::string(38, '1');
+	ASSERT_EQ(mkdir((dir.path() + "/.build-id/00").c_str(), 0755) == 0 || errno == EEXIST,
+		  true);
+	ASSERT_EQ(symlink("../../elsewhere/elf", link.c_str()), 0);
+	const std::string other = dir.path() + "/.build-id/00/notes.txt";
+	ASSERT_EQ(std::system(("head -c 100000 /dev/zero > '" + other + "'").c_str()), 0);
+	set_mtime(other, 1);
+
+	// The oldest of them refreshed: now the newest.
+	ASSERT_EQ(refresh_side_file(dir.path(), ids[1]), 0);
+
+	// A bound of 6 files, of 10: they go down to 6 * 7/8 = 5.25 files.
+	// The oldest (0) is kept and 1 is the newest now: 2 to 6 go, in that
+	// order.
+	DirBound bound(6 * size);
+	EXPECT_FALSE(bound.due());
+	bound.add(size);
+	EXPECT_TRUE(bound.due());
+	std::vector<BuildId> keep{ids[0]};
+	DirBound::Result r;
+	ASSERT_EQ(bound.prune(dir.path(), keep, &r), 0);
+	EXPECT_EQ(r.removed, 5u);
+	EXPECT_EQ(r.removed_bytes, 5 * size);
+	EXPECT_EQ(r.bytes, 5 * size);
+	for (int i = 0; i < 10; i++) {
+		const bool gone = i >= 2 && i <= 6;
+
+		EXPECT_EQ(access(paths[i].c_str(), F_OK) != 0, gone) << "file " << i;
+	}
+	EXPECT_EQ(access(other.c_str(), F_OK), 0);
+	struct stat st;
+	EXPECT_EQ(lstat(link.c_str(), &st), 0);
+	EXPECT_EQ(side_file_bytes(dir.path()), 5 * size + 100000);
+
+	// Not due until what is written reaches the bound again.
+	EXPECT_FALSE(bound.due());
+	bound.add(size);
+	EXPECT_FALSE(bound.due());
+	bound.add(size);
+	EXPECT_TRUE(bound.due());
+
+	// A removed file is reported so, and a refresh does not create it.
+	EXPECT_EQ(refresh_side_file(dir.path(), ids[2]), -ENOENT);
+	EXPECT_NE(access(paths[2].c_str(), F_OK), 0);
+
+	// What must be kept may hold the directory above its bound: nothing
+	// else goes, and it is measured again only after an eighth of it.
+	DirBound tight(2 * size);
+	std::vector<BuildId> all{ids[0], ids[1], ids[7], ids[8], ids[9]};
+	std::sort(all.begin(), all.end());
+	tight.add(1);
+	ASSERT_EQ(tight.prune(dir.path(), all, &r), 0);
+	EXPECT_EQ(r.removed, 0u);
+	EXPECT_EQ(r.bytes, 5 * size);
+	EXPECT_FALSE(tight.due());
+	tight.add(2 * size / 8 + 1);
+	EXPECT_TRUE(tight.due());
+
+	// No directory yet: nothing to do, and no error.
+	DirBound none(size);
+	none.add(1);
+	EXPECT_EQ(none.prune(dir.path() + "/nothing", {}, &r), 0);
+	EXPECT_FALSE(none.due());
 }
 
 TEST(CodeImage, BadArguments)
