@@ -16,7 +16,7 @@ if [ ! -x "$javac" ] || [ ! -x "$jar" ]; then
 	exit 1
 fi
 # From scratch each time (it takes seconds): no stale classes survive a renamed source.
-rm -rf "$out/classes" "$out/workload.jar"
+rm -rf "$out/classes" "$out/v2" "$out/workload.jar" "$out/manifest.txt"
 mkdir -p "$out/classes"
 mapfile -t srcs < <(find "$here/src" -name '*.java' | sort)
 # On one CPU: under QEMU TCG with several vCPUs, HotSpot's patch of a
@@ -26,4 +26,12 @@ mapfile -t srcs < <(find "$here/src" -name '*.java' | sort)
 pin=(${JAVA_PIN-taskset -c 0})
 command -v taskset >/dev/null || pin=()
 "${pin[@]}" "$javac" --release 17 -g -d "$out/classes" "${srcs[@]}"
-"${pin[@]}" "$jar" --create --file "$out/workload.jar" --main-class mmap3.workload.Main -C "$out/classes" .
+# The second version of the class that mmap3.workload.Redefine redefines,
+# as a resource of the jar.
+rm -rf "$out/v2"
+"${pin[@]}" "$javac" --release 17 -g -d "$out/v2" "$here/src-v2/mmap3/workload/Redefined.java"
+cp "$out/v2/mmap3/workload/Redefined.class" "$out/classes/mmap3/workload/Redefined.v2"
+# The jar is a Java agent too (-javaagent), for Redefine's Instrumentation.
+printf 'Premain-Class: mmap3.workload.Redefine\nCan-Redefine-Classes: true\n' >"$out/manifest.txt"
+"${pin[@]}" "$jar" --create --file "$out/workload.jar" --main-class mmap3.workload.Main \
+	--manifest "$out/manifest.txt" -C "$out/classes" .
