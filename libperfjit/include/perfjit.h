@@ -79,20 +79,23 @@ struct perfjit_options {
 	/* The jitdump file goes here. NULL: $JITDUMPDIR, else ~/.debug/jit. */
 	const char *jitdump_dir;
 	/*
-	 * A bound, in bytes, for the side files in buildid_dir: regular files
-	 * named by a 20-byte build-id under .build-id/xx/ (perf's own cache
-	 * entries there are symbolic links, and are left alone). Past it, the
-	 * oldest go first, by modification time, which a rundown refreshes for
-	 * the files it needs; never one that a live region of this session
-	 * uses. Each session counts what it writes and measures the directory
-	 * again when its count reaches the bound. 0: PERFJIT_DIR_DEFAULT_BYTES;
-	 * PERFJIT_DIR_UNBOUNDED: no bound. Since libperfjit 0.3.
+	 * A bound, in bytes, for the JIT side files in buildid_dir: the regular
+	 * files named by a 20-byte build-id under .build-id/xx/, whoever wrote
+	 * them (this library, another runtime, or perf when it copied one from
+	 * a runtime's own directory or from debuginfod). perf's cache entries
+	 * for ELF files are symbolic links there, and are left alone. Past the
+	 * bound, the oldest go first, by modification time, which a rundown
+	 * refreshes for the files it needs; never one that a live region of
+	 * this session uses. Each session counts what it writes and measures
+	 * the directory again when its count reaches the bound.
+	 * 0: PERFJIT_DIR_DEFAULT_BYTES; PERFJIT_DIR_UNBOUNDED: no bound.
+	 * Since libperfjit 0.3.
 	 */
 	uint64_t max_dir_bytes;
 };
 
 /* The size of struct perfjit_options before max_dir_bytes: still accepted. */
-#define PERFJIT_OPTIONS_SIZE_VER0 32u
+#define PERFJIT_OPTIONS_SIZE_VER0 offsetof(struct perfjit_options, max_dir_bytes)
 #define PERFJIT_DIR_DEFAULT_BYTES (256ull << 20)
 #define PERFJIT_DIR_UNBOUNDED UINT64_MAX
 

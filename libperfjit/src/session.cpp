@@ -184,6 +184,7 @@ struct perfjit_session {
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
 	int store_soon(const std::shared_ptr<SideFile> &file);
+	int refresh_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending(bool all = true, std::chrono::steady_clock::time_point *next = nullptr);
 	void prune_if_due();
 	void seal(SideFile &file);
@@ -857,29 +858,31 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 // Under flush_lock, not the session's lock: when what this session wrote
 // reaches the directory's bound, removes the oldest side files but for
 // those of its live regions. The directory is read without the session's
-// lock, so loads go on meanwhile; a file that a load announces meanwhile
-// is written after this prune, and newer than what it removes.
+// lock, so loads go on meanwhile; the live regions are taken after that,
+// and a file stored again or refreshed since it was read stays.
 void perfjit_session::prune_if_due()
 {
 	if (!bound.due())
 		return;
-	std::vector<BuildId> keep;
-	{
-		std::lock_guard<std::mutex> guard(lock);
-		const SideFile *last = nullptr;
+	bound.prune(buildid_dir, [this] {
+		std::vector<BuildId> keep;
+		{
+			std::lock_guard<std::mutex> guard(lock);
+			const SideFile *last = nullptr;
 
-		for (const auto &kv : regions) {
-			const SideFile *file = kv.second.file.get();
+			for (const auto &kv : regions) {
+				const SideFile *file = kv.second.file.get();
 
-			// A file without its build-id yet was never stored.
-			if (file != last && file->laid_out)
-				keep.push_back(file->id);
-			last = file;
+				// A file without its build-id yet was never stored.
+				if (file != last && file->laid_out)
+					keep.push_back(file->id);
+				last = file;
+			}
 		}
-	}
-	std::sort(keep.begin(), keep.end());
-	keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
-	bound.prune(buildid_dir, keep);
+		std::sort(keep.begin(), keep.end());
+		keep.erase(std::unique(keep.begin(), keep.end()), keep.end());
+		return keep;
+	});
 }
 
 // One step of a rundown, under the lock: announces again the live code at
@@ -910,14 +913,6 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	const uint64_t end = last->first + last->second.image().code.size();
 	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
 	r.file->laid();
-	// Once per file and rundown: a file that this recorder needs is the
-	// newest for the directory's bound, and one that another process's
-	// bound removed is stored again.
-	if (r.file->stored && r.file->refreshed != rundowns) {
-		r.file->refreshed = rundowns;
-		if (refresh_side_file(buildid_dir, r.file->id) == -ENOENT)
-			r.file->stored = false;
-	}
 	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
 				run_name(r.image().name, count), *r.file, flags);
 	// Not one executable mapping, say: then each on its own.
@@ -929,8 +924,31 @@ int perfjit_session::rundown_from(uint64_t &addr)
 			break;
 	}
 	if (!err)
-		err = store_soon(r.file);
+		err = r.file->stored ? refresh_soon(r.file) : store_soon(r.file);
 	addr = last->first + 1;
+	return err;
+}
+
+// Under the lock, in a rundown: once per rundown, makes a stored file that
+// the recorder needs the newest for the directory's bound, and stores it
+// again if another process's bound removed it. store_side_file() does both
+// (a file that is there is refreshed, not rewritten); with the library's
+// thread, that thread does, outside the lock, as it stores files.
+int perfjit_session::refresh_soon(const std::shared_ptr<SideFile> &file)
+{
+	if (file->refreshed == rundowns || file->queued)
+		return 0;
+	file->refreshed = rundowns;
+	if (own_thread && Notifier::get().has_writer()) {
+		pending.push_back(file);
+		file->queued = true;
+		if (pending.size() == 1)
+			Notifier::get().wake_writer();
+		return 0;
+	}
+	uint64_t written = 0;
+	const int err = store_side_file(buildid_dir, file->pack, file->id, &dirs, &written);
+	bound.add(written);
 	return err;
 }
 
@@ -1206,7 +1224,7 @@ int locked(perfjit_session *s, Fn &&fn)
 // then prunes the directory when that reaches the bound.
 void prune_inline(perfjit_session *s)
 {
-	if (!s || s->own_thread || !s->bound.due())
+	if (!s || !s->bound.due() || (s->own_thread && Notifier::get().has_writer()))
 		return;
 	try {
 		std::lock_guard<std::mutex> flushing(s->flush_lock);
@@ -1230,6 +1248,9 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 	*session = nullptr;
 	if (opts && opts->size < PERFJIT_OPTIONS_SIZE_VER0)
 		return -EINVAL;
+	// No struct is that large: a size that is not one.
+	if (opts && opts->size > 4096)
+		return -E2BIG;
 	if (opts) {
 		// An older caller's struct ends early (the rest is zero, the
 		// defaults); a newer one's tail must be zero, what this library

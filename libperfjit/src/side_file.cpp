@@ -915,10 +915,11 @@ struct DirCloser {
 };
 using UniqueDir = std::unique_ptr<DIR, DirCloser>;
 
-// Opens the directory @name under @at; null if it cannot be read.
+// Opens the directory @name under @at, not through a symbolic link; null if
+// it cannot be read.
 UniqueDir open_dir_at(int at, const char *name)
 {
-	UniqueFd fd(openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+	UniqueFd fd(openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
 	UniqueDir dir(fd ? fdopendir(fd.get()) : nullptr);
 
 	if (dir)
@@ -926,10 +927,14 @@ UniqueDir open_dir_at(int at, const char *name)
 	return dir;
 }
 
+bool same_time(const timespec &a, const timespec &b)
+{
+	return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
 } // namespace
 
-int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &keep,
-		    Result *result)
+int DirBound::prune(const std::string &buildid_dir, const Keep &keep, Result *result)
 {
 	struct File {
 		timespec mtime;
@@ -942,6 +947,7 @@ int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &
 	const std::string root_path = buildid_dir + "/.build-id";
 	UniqueFd root(open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	UniqueDir top = root ? open_dir_at(root.get(), ".") : nullptr;
+	const time_t stale = time(nullptr) - 3600;
 
 	if (!top) {
 		const int err = errno;
@@ -963,10 +969,18 @@ int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &
 
 			if (!e)
 				break;
-			if ((e->d_type != DT_REG && e->d_type != DT_UNKNOWN) ||
-			    !parse_build_id(sub->d_name, e->d_name, f.id) ||
-			    fstatat(dirfd(dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+			if (e->d_type != DT_REG && e->d_type != DT_UNKNOWN)
+				continue;
+			if (fstatat(dirfd(dir.get()), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
 			    !S_ISREG(st.st_mode))
+				continue;
+			// store_side_file()'s temporary, of a writer killed while
+			// it wrote.
+			if (!strncmp(e->d_name, ".perfjit-", 9) && st.st_mtime < stale) {
+				unlinkat(dirfd(dir.get()), e->d_name, 0);
+				continue;
+			}
+			if (!parse_build_id(sub->d_name, e->d_name, f.id))
 				continue;
 			f.mtime = st.st_mtim;
 			f.size = st.st_size;
@@ -979,14 +993,22 @@ int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &
 	Result r;
 	const uint64_t low = max_ - max_ / 8;
 	if (total > max_) {
+		const std::vector<BuildId> kept = keep ? keep() : std::vector<BuildId>{};
+
 		std::sort(files.begin(), files.end(), [](const File &a, const File &b) {
 			return a.mtime.tv_sec != b.mtime.tv_sec ? a.mtime.tv_sec < b.mtime.tv_sec
 								: a.mtime.tv_nsec < b.mtime.tv_nsec;
 		});
 		for (const File &f : files) {
+			struct stat st;
+
 			if (total <= low)
 				break;
-			if (std::binary_search(keep.begin(), keep.end(), f.id))
+			if (std::binary_search(kept.begin(), kept.end(), f.id))
+				continue;
+			// Stored or refreshed since it was read: needed again.
+			if (!fstatat(root.get(), f.path.c_str(), &st, AT_SYMLINK_NOFOLLOW) &&
+			    !same_time(st.st_mtim, f.mtime))
 				continue;
 			// Gone already: another writer's bound took it.
 			if (unlinkat(root.get(), f.path.c_str(), 0) && errno != ENOENT)
@@ -998,8 +1020,10 @@ int DirBound::prune(const std::string &buildid_dir, const std::vector<BuildId> &
 	}
 	r.bytes = total;
 	// Files that must stay may keep the directory above the bound: then
-	// it is measured again after another eighth of it is written.
-	room_.store(static_cast<int64_t>(total < max_ ? max_ - total : max_ / 8));
+	// it is measured again after another eighth of it is written, or
+	// kMinRemeasure for a small bound.
+	room_.store(static_cast<int64_t>(total < max_ ? max_ - total
+						      : std::max(max_ / 8, kMinRemeasure)));
 	if (result)
 		*result = r;
 	return 0;

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -162,11 +163,18 @@ public:
 		size_t removed = 0;	    // files removed
 		uint64_t removed_bytes = 0; // their size
 	};
+	// The build-ids to keep, sorted; asked for after the directory was
+	// read, so that a file stored later is not in the list to remove.
+	using Keep = std::function<std::vector<BuildId>()>;
 	// Measures @buildid_dir and removes the oldest side files past the
-	// bound, never one whose build-id @keep holds (sorted). One caller at
-	// a time. 0, or a negative errno if the directory cannot be read.
-	int prune(const std::string &buildid_dir, const std::vector<BuildId> &keep,
-		  Result *result = nullptr);
+	// bound, never one whose build-id @keep gives, nor one whose time
+	// changed since it was read (stored again, or refreshed, meanwhile).
+	// Temporary files that a writer killed while writing left behind are
+	// removed after an hour. One caller at a time. 0, or a negative errno
+	// if the directory cannot be read.
+	int prune(const std::string &buildid_dir, const Keep &keep, Result *result = nullptr);
+	// What is written, at least, between two measures.
+	static constexpr uint64_t kMinRemeasure = 64 << 10;
 
 private:
 	uint64_t max_;

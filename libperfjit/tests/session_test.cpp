@@ -185,6 +185,10 @@ TEST(Session, OptionsOfAnOlderOrNewerHeader)
 	s = nullptr;
 	EXPECT_EQ(perfjit_open(&big.o, &s), -E2BIG);
 	EXPECT_EQ(s, nullptr);
+	// Not a size: nothing past the struct is read.
+	big.newer[1] = 0;
+	big.o.size = 1 << 20;
+	EXPECT_EQ(perfjit_open(&big.o, &s), -E2BIG);
 	EXPECT_STRNE(perfjit_strerror(-E2BIG), strerror(E2BIG));
 	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
 }

@@ -724,9 +724,10 @@ TEST(DirBound, OldestGoFirstButNeverWhatIsKept)
 	EXPECT_FALSE(bound.due());
 	bound.add(size);
 	EXPECT_TRUE(bound.due());
-	std::vector<BuildId> keep{ids[0]};
 	DirBound::Result r;
-	ASSERT_EQ(bound.prune(dir.path(), keep, &r), 0);
+	ASSERT_EQ(bound.prune(
+			  dir.path(), [&] { return std::vector<BuildId>{ids[0]}; }, &r),
+		  0);
 	EXPECT_EQ(r.removed, 5u);
 	EXPECT_EQ(r.removed_bytes, 5 * size);
 	EXPECT_EQ(r.bytes, 5 * size);
@@ -752,17 +753,49 @@ TEST(DirBound, OldestGoFirstButNeverWhatIsKept)
 	EXPECT_NE(access(paths[2].c_str(), F_OK), 0);
 
 	// What must be kept may hold the directory above its bound: nothing
-	// else goes, and it is measured again only after an eighth of it.
+	// else goes, and it is measured again only after an eighth of it, or
+	// kMinRemeasure for a bound this small.
 	DirBound tight(2 * size);
 	std::vector<BuildId> all{ids[0], ids[1], ids[7], ids[8], ids[9]};
 	std::sort(all.begin(), all.end());
 	tight.add(1);
-	ASSERT_EQ(tight.prune(dir.path(), all, &r), 0);
+	ASSERT_EQ(tight.prune(
+			  dir.path(), [&] { return all; }, &r),
+		  0);
 	EXPECT_EQ(r.removed, 0u);
 	EXPECT_EQ(r.bytes, 5 * size);
 	EXPECT_FALSE(tight.due());
-	tight.add(2 * size / 8 + 1);
+	tight.add(DirBound::kMinRemeasure);
+	EXPECT_FALSE(tight.due());
+	tight.add(1);
 	EXPECT_TRUE(tight.due());
+
+	// A file stored again (its time changed) after the directory was read
+	// stays: the build-ids to keep are asked for after the reading, and
+	// stand for it here.
+	const CodeImage again = make_image("jit_bound_7");
+	DirBound bound2(size);
+	ASSERT_EQ(bound2.prune(
+			  dir.path(),
+			  [&] {
+				  store_side_file(dir.path(), Pack{again}, ids[7]);
+				  return std::vector<BuildId>{};
+			  },
+			  &r),
+		  0);
+	EXPECT_EQ(access(paths[7].c_str(), F_OK), 0);
+	EXPECT_EQ(r.removed, 4u) << "all but the file stored again";
+
+	// A temporary that a killed writer left an hour ago goes; a newer one
+	// may be a writer's at work, and stays.
+	const std::string old_tmp = dir.path() + "/.build-id/00/.perfjit-1-1";
+	const std::string new_tmp = dir.path() + "/.build-id/00/.perfjit-1-2";
+	ASSERT_EQ(std::system(("touch '" + old_tmp + "' '" + new_tmp + "'").c_str()), 0);
+	set_mtime(old_tmp, time(nullptr) - 7200);
+	DirBound any(1 << 20);
+	ASSERT_EQ(any.prune(dir.path(), {}, &r), 0);
+	EXPECT_NE(access(old_tmp.c_str(), F_OK), 0);
+	EXPECT_EQ(access(new_tmp.c_str(), F_OK), 0);
 
 	// No directory yet: nothing to do, and no error.
 	DirBound none(size);
