@@ -869,17 +869,6 @@ int store_side_file(const std::string &buildid_dir, const CodeImage &image, cons
 	return store_side_file(buildid_dir, Pack{image}, id, dirs);
 }
 
-int refresh_side_file(const std::string &buildid_dir, const BuildId &id)
-{
-	const std::string path = side_file_path(buildid_dir, id);
-
-	// Another error (a file of another owner, a read-only cache) leaves
-	// the file as it is, and there.
-	if (utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) && errno == ENOENT)
-		return -ENOENT;
-	return 0;
-}
-
 namespace
 {
 

@@ -122,18 +122,15 @@ private:
 };
 
 // Stores the side file at side_file_path(), atomically: a temporary file
-// linked into place. A file already there is left alone. Returns 0 or a
+// linked into place. A file already there is not rewritten, but its time is
+// set to now, so that a directory's bound (DirBound) removes it last; one
+// that a bound removed is written again. Returns 0 or a
 // negative errno, and never leaves a partial file behind. *@written, if
 // given, is the size of the file this call put there, else 0.
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
 		    DirCache *dirs = nullptr, uint64_t *written = nullptr);
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
-
-// Sets the modification time of the side file of @id to now, so that a
-// directory's bound removes it last: 0, or -ENOENT if it is gone (another
-// process's bound removed it) and must be stored again.
-int refresh_side_file(const std::string &buildid_dir, const BuildId &id);
 
 // Keeps the side files of a build-id directory under a size: the apparent
 // size of the regular files named by a 20-byte build-id under .build-id/xx/
