@@ -48,6 +48,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent_options.hpp"
 #include "perfjit.hpp"
 
 namespace
@@ -55,41 +56,11 @@ namespace
 
 enum class Signatures { none, params, full };
 
-struct Options {
+struct Options : perfjit::agent::CommonOptions {
 	Signatures sig = Signatures::params;
 	bool generation_names = false;
 	bool inlining = true;
-	bool lines = true;
-	bool stats = false;
-	uint32_t mode = PERFJIT_MODE_AUTO;
-	std::string dir;
-	uint64_t max_dir = 0; // perfjit_options::max_dir_bytes
 };
-
-// "256M", "64K", "1G", "1000000": a size in bytes, not 0; nullopt if @text
-// is none of these or too large.
-std::optional<uint64_t> parse_size(const std::string &text)
-{
-	uint64_t n = 0;
-	size_t i = 0;
-
-	for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; i++) {
-		if (n > (UINT64_MAX - 9) / 10)
-			return std::nullopt;
-		n = n * 10 + (text[i] - '0');
-	}
-	if (!i || !n)
-		return std::nullopt;
-	const std::string unit = text.substr(i);
-	const unsigned shift = unit.empty()  ? 0
-			       : unit == "K" ? 10
-			       : unit == "M" ? 20
-			       : unit == "G" ? 30
-					     : 64;
-	if (shift == 64 || n > (UINT64_MAX >> 1) >> shift)
-		return std::nullopt;
-	return n << shift;
-}
 
 void warn(const char *fmt, const std::string &arg)
 {
@@ -101,52 +72,23 @@ void warn(const char *fmt, const std::string &arg)
 std::optional<Options> parse_options(const char *text)
 {
 	Options o;
-	std::string all = text ? text : "";
-
-	for (size_t pos = 0; pos < all.size();) {
-		size_t end = all.find(',', pos);
-		if (end == std::string::npos)
-			end = all.size();
-		const std::string item = all.substr(pos, end - pos);
-		pos = end + 1;
-		const size_t eq = item.find('=');
-		const std::string key = item.substr(0, eq);
-		const std::string val = eq == std::string::npos ? "" : item.substr(eq + 1);
-
-		if (item.empty())
-			continue;
-		if (key == "sig" && val == "params")
-			o.sig = Signatures::params;
-		else if (key == "sig" && val == "full")
-			o.sig = Signatures::full;
-		else if (key == "sig" && val == "none")
-			o.sig = Signatures::none;
-		else if (key == "gen" && (val == "name" || val == "none"))
-			o.generation_names = val == "name";
-		else if (key == "inline" && (val == "0" || val == "1"))
-			o.inlining = val == "1";
-		else if (key == "lines" && (val == "0" || val == "1"))
-			o.lines = val == "1";
-		else if (key == "stats" && (val == "0" || val == "1"))
-			o.stats = val == "1";
-		else if (key == "mode" && val == "auto")
-			o.mode = PERFJIT_MODE_AUTO;
-		else if (key == "mode" && val == "code-region")
-			o.mode = PERFJIT_MODE_CODE_REGION;
-		else if (key == "mode" && val == "perf-map")
-			o.mode = PERFJIT_MODE_PERF_MAP;
-		else if (key == "mode" && val == "jitdump")
-			o.mode = PERFJIT_MODE_JITDUMP;
-		else if (key == "dir" && !val.empty())
-			o.dir = val;
-		else if (key == "max_dir" && val == "none")
-			o.max_dir = PERFJIT_DIR_UNBOUNDED;
-		else if (key == "max_dir" && parse_size(val))
-			o.max_dir = *parse_size(val);
-		else {
-			warn("unknown option '%s' (see the comment at the top of agent.cpp)", item);
-			return std::nullopt;
-		}
+	auto bad = perfjit::agent::for_each_option(
+		text, [&o](const std::string &key, const std::string &val) {
+			if (key == "sig" && (val == "params" || val == "full" || val == "none"))
+				o.sig = val == "params" ? Signatures::params
+					: val == "full" ? Signatures::full
+							: Signatures::none;
+			else if (key == "gen" && (val == "name" || val == "none"))
+				o.generation_names = val == "name";
+			else if (key == "inline" && (val == "0" || val == "1"))
+				o.inlining = val == "1";
+			else
+				return perfjit::agent::parse_common(key, val, o);
+			return true;
+		});
+	if (bad) {
+		warn("unknown option '%s' (see the comment at the top of agent.cpp)", *bad);
+		return std::nullopt;
 	}
 	return o;
 }
