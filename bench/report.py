@@ -105,6 +105,44 @@ def table(header, rows):
     return "\n".join(out)
 
 
+class Runs:
+    """A runtime section's runs (rows of its CSV whose status is ok), by
+    pipeline, with @time the key of the runtime's wall time."""
+
+    def __init__(self, rows, time):
+        self.time = time
+        self.by = defaultdict(list)
+        for r in rows:
+            self.by[r["pipeline"]].append(r)
+
+    def m(self, pipe, key):
+        return med([num(r[key]) for r in self.by.get(pipe, []) if num(r[key]) is not None])
+
+    # A runtime's time varies by more than the targets from one run to the
+    # next: a ratio is the median of each round's ratio (the two runs of a
+    # round are close in time), shown with its range.
+    def paired(self, a, b):
+        ra = {r["round"]: num(r[self.time]) for r in self.by.get(a, [])}
+        rb = {r["round"]: num(r[self.time]) for r in self.by.get(b, [])}
+        rs = sorted(ra[k] / rb[k] for k in ra if ra[k] and rb.get(k))
+        return (med(rs), rs[0], rs[-1], len(rs)) if rs else (None, None, None, 0)
+
+    @staticmethod
+    def text(p):
+        r, lo, hi, n = p
+        return f"{fmt_ratio(r)} (median of {n} rounds' ratios, {lo:.2f}x to {hi:.2f}x)" \
+            if n else "not measured"
+
+    def spread(self, pipe):
+        v = sorted(num(r[self.time]) for r in self.by.get(pipe, [])
+                   if num(r[self.time]) is not None)
+        return f" ({v[0]:.2f}-{v[-1]:.2f})" if len(v) > 1 else ""
+
+    def share(self, pipe):
+        js = self.m(pipe, "jit_samples")
+        return self.m(pipe, "named") / js if js else 0
+
+
 class Results:
     def __init__(self, raw):
         global TCG_NOTE
@@ -127,11 +165,12 @@ class Results:
         self.e2e = read_csv(raw, "e2e.csv")
         self.attach = read_csv(raw, "attach.csv")
         self.java = read_csv(raw, "java.csv")
+        self.node = read_csv(raw, "node.csv")
         self.targets = []  # (name, measured, verdict)
 
     def empty(self):
         return not any([self.mapcost, self.buildid, self.announce, self.report,
-                        self.slowdown, self.e2e, self.attach, self.java])
+                        self.slowdown, self.e2e, self.attach, self.java, self.node])
 
     # ---- 1. mapping cost ----
     def mapcost_medians(self):
@@ -688,31 +727,8 @@ class Results:
             md.append("")
             md.append(self.info["java_note"])
         md.append("")
-        by = defaultdict(list)
-        for r in ok:
-            by[r["pipeline"]].append(r)
-
-        def m(pipe, key):
-            return med([num(r[key]) for r in by.get(pipe, []) if num(r[key]) is not None])
-
-        # The JVM's time varies by more than the targets from one run to the
-        # next: a ratio is the median of each round's ratio (the two runs of
-        # a round are close in time), shown with its range.
-        def paired(a, b):
-            ra = {r["round"]: num(r["jvm_s"]) for r in by.get(a, [])}
-            rb = {r["round"]: num(r["jvm_s"]) for r in by.get(b, [])}
-            rs = sorted(ra[k] / rb[k] for k in ra if ra[k] and rb.get(k))
-            return (med(rs), rs[0], rs[-1], len(rs)) if rs else (None, None, None, 0)
-
-        def paired_text(p):
-            r, lo, hi, n = p
-            return f"{fmt_ratio(r)} (median of {n} rounds' ratios, {lo:.2f}x to {hi:.2f}x)" \
-                if n else "not measured"
-
-        def spread(pipe):
-            v = sorted(num(r["jvm_s"]) for r in by.get(pipe, []) if num(r["jvm_s"]) is not None)
-            return f" ({v[0]:.2f}-{v[-1]:.2f})" if len(v) > 1 else ""
-
+        rt = Runs(ok, "jvm_s")
+        by, m, paired, spread = rt.by, rt.m, rt.paired, rt.spread
         rows = []
         for pipe in ("code-regions", "perf-agent", "none", "idle-code-regions",
                      "idle-perf-agent", "idle-none"):
@@ -735,8 +751,8 @@ class Results:
             e2e = ratio(post(pa), post(cr))
             whole = ratio(m(pa, "total_s"), m(cr, "total_s"))
             disk = ratio(m(cr, "disk_kb"), m(pa, "disk_kb"))
-            share = lambda p: m(p, "named") / m(p, "jit_samples") if m(p, "jit_samples") else 0
-            self.targets.append((names[0], f"{paired_text(jvm_p)} of perf's agent",
+            share = rt.share
+            self.targets.append((names[0], f"{Runs.text(jvm_p)} of perf's agent",
                                  "PASS" if jvm and jvm <= 1.10 else "MISS"))
             self.targets.append((names[1], f"{fmt_ratio(e2e)} faster ({fmt_ratio(whole)} with "
                                  f"the recorded JVM run, the same in both)",
@@ -754,11 +770,71 @@ class Results:
             idle = idle_p[0]
             perf_idle = paired("idle-perf-agent", "idle-none")[0] \
                 if "idle-perf-agent" in by else None
-            self.targets.append((names[5], f"{paired_text(idle_p)}; perf's agent: "
+            self.targets.append((names[5], f"{Runs.text(idle_p)}; perf's agent: "
                                  f"{fmt_ratio(perf_idle)}",
                                  "PASS" if idle and idle <= 1.02 else "MISS"))
         else:
             self.targets.append((names[5], "not measured", "MISS"))
+        return "\n".join(md)
+
+    def section_node(self):
+        md = ["## 8. Node.js: perfjit-node against V8's perf flags", "", TCG_NOTE, ""]
+        names = ["Node under a recording with perfjit-node within 1.10x of --perf-basic-prof",
+                 "Node: at least as many JIT samples named as --perf-prof + inject",
+                 "Node: perfjit-node loaded and nobody recording within 1.02x of no flag"]
+        ok = [r for r in self.node if r["status"] == "ok"]
+        if not ok:
+            md.append("No results (no node in the guest, perfjit-node not built, or every run "
+                      "failed).")
+            self.targets += [(n, "not measured", "MISS") for n in names]
+            return "\n".join(md)
+        md.append(
+            f"The Node workload (`demo/node/workload.js`: hot functions, a deoptimization, "
+            f"functions compiled, dropped and replaced) with fixed work (`--iterations "
+            f"{self.info.get('node_iters', '?')}`) on Node {self.info.get('node', '?')} under "
+            f"`perf record -N -k 1 -e cpu-clock -F 1000`, {self.info.get('node_rounds', '?')} "
+            f"rounds, the order of the pipelines alternating, after an untimed warm-up run. "
+            f"**addon**: `node -r perfjit-node`, then `perf report`. **basic-prof**: "
+            f"`--perf-basic-prof` (perf-PID.map), `perf report`. **perf-prof**: `--perf-prof` "
+            f"(jitdump), `perf inject --jit`, `perf report`. **none**: no flag. **idle-***: the "
+            f"addon (or nothing) loaded, and nobody recording. Node: the workload's wall time, "
+            f"with `perf record` but for idle-* (median, and the range of the rounds). Disk: "
+            f"perf.data files, perf-PID.map, jitdump, the jitted `.so` files and side files. "
+            f"Named: samples in JIT code (`perf script -G`) that resolve to a symbol.")
+        md.append("")
+        rt = Runs(ok, "node_s")
+        rows = []
+        for pipe in ("addon", "basic-prof", "perf-prof", "none", "idle-addon", "idle-none"):
+            if pipe not in rt.by:
+                continue
+            js = rt.m(pipe, "jit_samples")
+            rows.append([pipe, fmt(rt.m(pipe, "node_s"), 2, " s") + rt.spread(pipe),
+                         fmt(rt.m(pipe, "inject_s"), 2, " s"), fmt(rt.m(pipe, "report_s"), 2, " s"),
+                         fmt(rt.m(pipe, "total_s"), 2, " s"), fmt(rt.m(pipe, "disk_kb"), 0, " KiB"),
+                         fmt(rt.m(pipe, "jit_files"), 0),
+                         f"{100 * rt.share(pipe):.1f}%" if js else "–"])
+        md.append(table(["pipeline", "Node", "inject", "report", "record to report", "disk",
+                         "JIT files", "JIT samples named"], rows))
+        if "addon" in rt.by and "basic-prof" in rt.by:
+            p = rt.paired("addon", "basic-prof")
+            self.targets.append((names[0], f"{Runs.text(p)} of --perf-basic-prof",
+                                 "PASS" if p[0] and p[0] <= 1.10 else "MISS"))
+        else:
+            self.targets.append((names[0], "a pipeline failed", "MISS"))
+        if "addon" in rt.by and "perf-prof" in rt.by:
+            a, j = rt.share("addon"), rt.share("perf-prof")
+            b = rt.share("basic-prof") if "basic-prof" in rt.by else None
+            self.targets.append((names[1], f"{100 * a:.1f}% against {100 * j:.1f}%" +
+                                 (f" (--perf-basic-prof {100 * b:.1f}%)" if b is not None else ""),
+                                 "PASS" if a >= j else "MISS"))
+        else:
+            self.targets.append((names[1], "a pipeline failed", "MISS"))
+        if "idle-addon" in rt.by and "idle-none" in rt.by:
+            p = rt.paired("idle-addon", "idle-none")
+            self.targets.append((names[2], Runs.text(p),
+                                 "PASS" if p[0] and p[0] <= 1.02 else "MISS"))
+        else:
+            self.targets.append((names[2], "not measured", "MISS"))
         return "\n".join(md)
 
     # ---- the document ----
@@ -766,7 +842,7 @@ class Results:
         sections = [self.section_mapcost(), self.section_announce(), self.section_e2e(),
                     self.section_slowdown(), self.section_report(), self.section_wx(),
                     self.section_attach(),
-                    self.section_java()]
+                    self.section_java(), self.section_node()]
         i = self.info
         head = ["# mmap3 benchmarks", ""]
         if i.get("quick") == "1":
@@ -794,7 +870,8 @@ class Results:
                            f"report: {i.get('rt_iters', '?')} mmaps, {i.get('rt_runs', '?')} runs; "
                            f"W^X: {i.get('wx_funcs', '?')} functions; "
                            f"attach: {i.get('att_sizes', '?').replace(' ', ', ')} functions; "
-                           f"Java: {i.get('java_rounds', '?')} rounds, --calls {i.get('java_calls', '?')}"],
+                           f"Java: {i.get('java_rounds', '?')} rounds, --calls {i.get('java_calls', '?')}; "
+                           f"Node: {i.get('node_rounds', '?')} rounds, --iterations {i.get('node_iters', '?')}"],
             ]),
             "",
             "## Targets",

@@ -2,9 +2,11 @@
 // A Node workload for perf: hot functions, one that V8 deoptimizes and
 // optimizes again, and code that comes and goes while the GC runs.
 //
-//   node workload.js [--seconds S] [--churn N] [--load-after S2]
+//   node workload.js [--seconds S | --iterations K] [--churn N] [--load-after S2]
 //
-// Each phase runs for a share of S seconds:
+// Each phase runs for a share of S seconds (40%, 20%, 40%), or, with
+// --iterations, a fixed amount of work (make bench): K, 2K and K / 4000
+// (at least 1) times its step:
 //   hot:    fib(), sumSquares() and area() in a loop (TurboFan code);
 //   deopt:  area() called with objects of another shape, which throws its
 //           optimized code away, then optimized again;
@@ -26,6 +28,7 @@ function arg(name, dflt) {
   return i > 0 ? Number(process.argv[i + 1]) : dflt;
 }
 const seconds = arg('--seconds', 3);
+const iterations = arg('--iterations', 0);
 const churn = arg('--churn', 200);
 const loadAfter = arg('--load-after', -1);
 
@@ -45,10 +48,11 @@ function area(shape) {
   return shape.w * shape.h;
 }
 
-function until(ms, body) {
-  const end = Date.now() + ms;
+// Runs @body for @share of the time, or @times times with --iterations.
+function until(share, times, body) {
+  const end = Date.now() + seconds * 1000 * share;
   let calls = 0;
-  while (Date.now() < end) {
+  while (iterations ? calls < times : Date.now() < end) {
     body(calls);
     calls++;
   }
@@ -60,7 +64,7 @@ let sink = 0;
 const start = Date.now();
 let loaded = loadAfter < 0;
 
-const hot = until(seconds * 400, () => {
+const hot = until(0.4, iterations, () => {
   sink += fib(15) + sumSquares(data) + area({w: 3, h: 4});
   if (!loaded && Date.now() - start >= loadAfter * 1000) {
     require('perfjit-node');
@@ -70,14 +74,14 @@ const hot = until(seconds * 400, () => {
 });
 console.log(`phase hot calls ${hot}`);
 
-const deopt = until(seconds * 200, (i) => {
+const deopt = until(0.2, 2 * iterations, (i) => {
   const shape = i % 2 ? {h: 1, w: 2, d: 3} : {w: 3, h: 4};
   sink += area(shape) + fib(10);
 });
 console.log(`phase deopt calls ${deopt}`);
 
 let made = 0;
-const churned = until(seconds * 400, () => {
+const churned = until(0.4, Math.max(1, Math.floor(iterations / 4000)), () => {
   const fns = [];
   for (let j = 0; j < churn; j++) {
     const k = made + j;

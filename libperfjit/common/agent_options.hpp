@@ -86,8 +86,11 @@ std::optional<std::string> for_each_option(const char *text, Take take)
 		size_t end = all.find(',', pos);
 		if (end == std::string::npos)
 			end = all.size();
-		const std::string item = all.substr(pos, end - pos);
+		std::string item = all.substr(pos, end - pos);
 		pos = end + 1;
+		// "lines=0, stats=1": the spaces around an item are not part of it.
+		item.erase(0, item.find_first_not_of(" \t"));
+		item.erase(item.find_last_not_of(" \t") + 1);
 		const size_t eq = item.find('=');
 		if (!item.empty() &&
 		    !take(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1)))

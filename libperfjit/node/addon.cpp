@@ -7,18 +7,20 @@
 //   node -r perfjit-node app.js
 //   NODE_OPTIONS=--require=perfjit-node node app.js
 //   require('perfjit-node')          (from a program already running)
+//   node .../perfjit-node/attach.js PID   (into a process started without it)
 //
-// Loading it starts it, in the isolate that loads it (a worker's too):
-// V8 reports the code that exists (one batch, one side file) and then each
-// piece of code it generates. Each is a code region named as V8 names it
-// for --perf-basic-prof, without the "JS:" tag: "*fib /srv/app.js:3:13",
-// the marker being V8's tier (~ interpreter, ^ Sparkplug, + Maglev,
-// * TurboFan). Each new code of one function is a new generation (perf
-// report --sort generation). When the GC moves code, its region moves;
-// code that new code overwrites is unloaded. TurboFan code has a line
-// table from V8's source positions, so perf annotate shows JavaScript
-// lines. The builtins are left out: perf names them from node's own
-// symbol table.
+// Loading it starts it, in the isolate that loads it (a worker's too;
+// loading it again changes nothing): V8 reports the code that exists (one
+// batch, one side file) and then each piece of code it generates. Each is
+// a code region named as V8 names it for --perf-basic-prof, without the
+// "JS:" tag: "*fib /srv/app.js:3:13", the marker being V8's tier (~
+// interpreter, ^ Sparkplug, + Maglev, * TurboFan). Each new code of one
+// function is a new generation (perf report --sort generation). When the
+// GC moves code, its region moves. V8 reports no code that dies: a region
+// lives until new code overlaps it. TurboFan code has a line table from
+// V8's source positions, so perf annotate shows JavaScript lines (of
+// scripts that are files). The builtins are left out: perf names them
+// from node's own symbol table.
 //
 // Options, in $PERFJIT_NODE, comma-separated:
 //   lines=0      no line tables
@@ -28,6 +30,9 @@
 //                else ~/.debug)
 //   max_dir=SIZE a bound for the side files there (bytes, or with K, M or
 //                G); 256M by default, max_dir=none for no bound
+// A bad option, or a library that cannot start, is reported on stderr and
+// leaves the program running as it would without the addon: with
+// NODE_OPTIONS, every Node process loads it.
 #include <node.h>
 #include <v8.h>
 
@@ -43,8 +48,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -77,31 +80,78 @@ std::string utf8(v8::Isolate *isolate, v8::Local<v8::Value> value)
 	return *s ? std::string(*s, s.length()) : std::string();
 }
 
-// What perf shows for a piece of code, from V8's name for it: "JS:*fib
-// /srv/app.js:3:13" -> "*fib /srv/app.js:3:13" (an anonymous function:
-// "*(anonymous) /srv/app.js:3:13"), "RegExp:[a-z]+" unchanged. @key gets
-// the function without its tier, which its generations share.
-std::string region_name(const char *str, size_t len, std::string &key)
+// A script's name as a file that perf annotate can read: a path, or a
+// file:// URL (ES modules) decoded; empty for node:internal/..., eval'd
+// code and the like.
+std::string source_path(const std::string &name)
 {
+	if (!name.empty() && name[0] == '/')
+		return name;
+	if (name.compare(0, 7, "file://") != 0)
+		return {};
+	std::string path;
+	for (size_t i = 7; i < name.size(); i++) {
+		if (name[i] == '%' && i + 2 < name.size() && isxdigit(name[i + 1]) &&
+		    isxdigit(name[i + 2])) {
+			path += static_cast<char>(std::stoi(name.substr(i + 1, 2), nullptr, 16));
+			i += 2;
+		} else {
+			path += name[i];
+		}
+	}
+	return path.empty() || path[0] != '/' ? std::string() : path;
+}
+
+// @s cut to at most @max bytes, not inside a UTF-8 character.
+std::string cut(std::string s, size_t max)
+{
+	if (s.size() <= max)
+		return s;
+	size_t n = max;
+	while (n && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80)
+		n--;
+	s.resize(n);
+	return s;
+}
+
+// What perf shows for a piece of code, from V8's name for it: "JS:*fib
+// /srv/app.js:3:13" -> "*fib /srv/app.js:3:13", an anonymous function
+// "*(anonymous) /srv/app.js:3:13", a script's top level "~(script)
+// /srv/app.js", "RegExp:[a-z]+" unchanged. @key gets the name without the
+// tier, which the function's generations share; @line the line the
+// function starts on (0: unknown).
+std::string region_name(const char *str, size_t len, std::string &key, int &line)
+{
+	static const std::pair<const char *, const char *> tags[] = {
+		{"JS:", "(anonymous)"}, {"Script:", "(script)"}, {"Eval:", "(eval)"}};
 	std::string name(str, len);
 
-	if (name.compare(0, 3, "JS:") != 0) {
+	line = 0;
+	const auto *tag = std::find_if(std::begin(tags), std::end(tags), [&](const auto &t) {
+		return name.compare(0, strlen(t.first), t.first) == 0;
+	});
+	if (tag == std::end(tags)) {
 		key = name;
-		return name.substr(0, kNameMax);
+		return cut(name, kNameMax);
 	}
-	name.erase(0, 3);
+	name.erase(0, strlen(tag->first));
 	std::string marker;
 	if (!name.empty() && strchr("~^+*", name[0])) {
 		marker = name.substr(0, 1);
 		name.erase(0, 1);
 	}
 	if (name.empty() || name[0] == ' ')
-		name.insert(0, "(anonymous)");
+		name.insert(0, tag->second);
+	// "...:LINE:COLUMN" at the end.
+	const size_t c2 = name.rfind(':');
+	const size_t c1 =
+		c2 == std::string::npos || !c2 ? std::string::npos : name.rfind(':', c2 - 1);
+	if (c1 != std::string::npos && c2 > c1 + 1 &&
+	    name.find_first_not_of("0123456789", c1 + 1) == c2)
+		line = atoi(name.c_str() + c1 + 1);
 	key = name;
-	return (marker + name).substr(0, kNameMax);
+	return cut(marker + name, kNameMax);
 }
-
-class Agent;
 
 // One isolate's side: the handler is per isolate, and so are script ids.
 struct IsolateState {
@@ -110,15 +160,17 @@ struct IsolateState {
 					// the handler may touch V8 objects
 	const char *embedded = nullptr; // the builtins, in node's .text
 	size_t embedded_len = 0;
-	// Scripts whose line ends V8 has computed: a line lookup then
-	// allocates nothing, which the handler must not do.
-	std::set<int> lines_ready;
+	bool enumerating = false; // within SetJitCodeEventHandler()
+	// Scripts whose line ends V8 has computed, by id, with their paths
+	// (empty: not a file): a line lookup then allocates nothing, which
+	// the handler must not do, and the name is not read in the handler.
+	std::unordered_map<int, std::string> scripts;
 	// Scripts whose line ends an interrupt computes next, outside the
 	// handler; the interrupt is requested once for all of them.
-	std::vector<std::pair<int, v8::Global<v8::UnboundScript>>> lines_todo;
+	std::vector<std::pair<int, v8::Global<v8::UnboundScript>>> todo;
 };
 
-// A line table of TurboFan code, between V8's START and END events.
+// The line positions of a TurboFan compile, from V8's START to its END.
 struct Positions {
 	std::vector<std::pair<uint64_t, int>> rows; // code offset, script offset
 };
@@ -128,6 +180,7 @@ class Agent
 public:
 	static Agent &get();
 
+	// 0: started, 1: running already in @isolate, < 0: not started (@why).
 	int start(v8::Isolate *isolate, std::string &why);
 	void stop(v8::Isolate *isolate);
 	void print_stats();
@@ -138,40 +191,56 @@ private:
 		v8::Isolate *isolate;
 		std::string key;
 	};
+	// A function's generations: the next one, and its regions now live.
+	struct Function {
+		uint32_t next = 0;
+		uint32_t live = 0;
+	};
+	using FunctionKey = std::pair<v8::Isolate *, std::string>;
+	// A region of the existing code, loaded with the others at the end
+	// of the enumeration.
+	struct Pending {
+		perfjit_code code;
+		std::string name, source;
+		std::vector<perfjit_line> lines;
+	};
+	// The positions that V8's END gave last on a thread, for the code
+	// that its next CODE_ADDED on that thread reports.
+	struct Ended {
+		uintptr_t start = 0;
+		std::vector<std::pair<uint64_t, int>> rows;
+	};
 
 	static void on_event(const v8::JitCodeEvent *event);
-	static void on_lines_todo(v8::Isolate *isolate, void *);
+	static void on_scripts(v8::Isolate *isolate, void *);
 	void event(const v8::JitCodeEvent *event);
-	void added(const v8::JitCodeEvent *event, IsolateState &is);
+	void code_added(const v8::JitCodeEvent *event);
+	void add_region(const v8::JitCodeEvent *e, IsolateState &is, std::string name,
+			const std::string &key, std::string source,
+			std::vector<perfjit_line> lines);
 	void moved(const v8::JitCodeEvent *event);
-	void unload_overlaps(uintptr_t start, size_t len, uintptr_t keep);
+	void unload_overlaps(uintptr_t start, size_t len);
 	void forget(std::map<uintptr_t, Live>::iterator it);
-	std::vector<perfjit_line> lines_of(const v8::JitCodeEvent *event, IsolateState &is,
-					   std::vector<std::pair<uint64_t, int>> rows);
+	void drop_function(const Live &l);
+	void want_script(IsolateState &is, v8::Local<v8::UnboundScript> script, int id);
+	static std::vector<perfjit_line> lines_of(const v8::JitCodeEvent *e, v8::Isolate *isolate,
+						  std::vector<std::pair<uint64_t, int>> rows,
+						  int first_line);
 	IsolateState *state_of(v8::Isolate *isolate);
 
 	Options opts_;
 	bool opened_ = false;
 	std::unique_ptr<perfjit::Session> session_;
 	// Everything below, and the session's calls, under lock_: V8 posts
-	// moves from its GC's threads.
+	// moves from its GC's threads. No V8 call is made under it.
 	std::mutex lock_;
 	std::vector<std::unique_ptr<IsolateState>> isolates_;
-	std::map<uintptr_t, Live> live_;			// by start address
-	std::unordered_map<std::string, uint32_t> gens_;	// next generation
-	std::unordered_map<std::string, uint32_t> live_keys_;	// live regions per key
-	std::map<uintptr_t, std::unique_ptr<Positions>> ended_; // END seen, ADDED to come
-	// The existing code that SetJitCodeEventHandler() reports, loaded as
-	// one batch when it returns.
-	bool enumerating_ = false;
-	struct Pending {
-		perfjit_code code;
-		std::string name, source;
-		std::vector<perfjit_line> lines;
-	};
+	std::map<uintptr_t, Live> live_; // by start address
+	std::map<FunctionKey, Function> functions_;
+	std::unordered_map<pid_t, Ended> ended_;
 	std::vector<std::unique_ptr<Pending>> batch_;
 	// stats=1
-	std::atomic<uint64_t> loads_{0}, moves_{0}, overwritten_{0}, errors_{0}, lines_{0};
+	uint64_t loads_ = 0, moves_ = 0, overwritten_ = 0, errors_ = 0, lines_ = 0;
 };
 
 Agent &Agent::get()
@@ -200,10 +269,12 @@ void Agent::event(const v8::JitCodeEvent *e)
 {
 	switch (e->type) {
 	case v8::JitCodeEvent::CODE_START_LINE_INFO_RECORDING:
-		// V8 hands user_data back with each row and at the end.
+		// V8 hands user_data back with each row and at END, where the
+		// Positions is taken back into a unique_ptr.
 		const_cast<v8::JitCodeEvent *>(e)->user_data =
-			opts_.lines && e->code_type == v8::JitCodeEvent::JIT_CODE ? new Positions
-										  : nullptr;
+			opts_.lines && e->code_type == v8::JitCodeEvent::JIT_CODE
+				? std::make_unique<Positions>().release()
+				: nullptr;
 		return;
 	case v8::JitCodeEvent::CODE_ADD_LINE_POS_INFO:
 		if (e->user_data && e->line_info.position_type == v8::JitCodeEvent::POSITION)
@@ -216,19 +287,15 @@ void Agent::event(const v8::JitCodeEvent *e)
 		if (!p)
 			return;
 		std::lock_guard<std::mutex> guard(lock_);
-		ended_[reinterpret_cast<uintptr_t>(e->code_start)] = std::move(p);
-		// An END whose code never came: at most a few are left over.
-		while (ended_.size() > 64)
-			ended_.erase(ended_.begin());
+		// One per thread: a compile whose code is thrown away has its
+		// END and no CODE_ADDED; the next END replaces it.
+		ended_[gettid_()] = {reinterpret_cast<uintptr_t>(e->code_start),
+				     std::move(p->rows)};
 		return;
 	}
-	case v8::JitCodeEvent::CODE_ADDED: {
-		std::lock_guard<std::mutex> guard(lock_);
-		IsolateState *is = state_of(e->isolate);
-		if (is)
-			added(e, *is);
+	case v8::JitCodeEvent::CODE_ADDED:
+		code_added(e);
 		return;
-	}
 	case v8::JitCodeEvent::CODE_MOVED: {
 		std::lock_guard<std::mutex> guard(lock_);
 		moved(e);
@@ -239,8 +306,8 @@ void Agent::event(const v8::JitCodeEvent *e)
 	}
 }
 
-// Unloads the live regions that [start, start + len) overlaps, but @keep.
-void Agent::unload_overlaps(uintptr_t start, size_t len, uintptr_t keep)
+// Unloads the live regions that [start, start + len) overlaps.
+void Agent::unload_overlaps(uintptr_t start, size_t len)
 {
 	auto it = live_.upper_bound(start);
 
@@ -248,57 +315,70 @@ void Agent::unload_overlaps(uintptr_t start, size_t len, uintptr_t keep)
 		--it;
 	while (it != live_.end() && it->first < start + len) {
 		auto next = std::next(it);
-		if (it->first != keep) {
-			if (session_)
-				session_->unload(reinterpret_cast<const void *>(it->first));
-			overwritten_++;
-			forget(it);
-		}
+		if (session_)
+			session_->unload(reinterpret_cast<const void *>(it->first));
+		overwritten_++;
+		forget(it);
 		it = next;
 	}
 }
 
+void Agent::drop_function(const Live &l)
+{
+	auto f = functions_.find({l.isolate, l.key});
+
+	if (f != functions_.end() && !--f->second.live)
+		functions_.erase(f);
+}
+
 void Agent::forget(std::map<uintptr_t, Live>::iterator it)
 {
-	auto k = live_keys_.find(it->second.key);
-
-	if (k != live_keys_.end() && !--k->second) {
-		live_keys_.erase(k);
-		gens_.erase(it->second.key);
-	}
+	drop_function(it->second);
 	live_.erase(it);
 }
 
-// Lines of @rows (code offset, script offset) in the script of @e, once
-// V8 has the script's line ends; else none now, and the loop has them
-// computed for the next code of that script.
-std::vector<perfjit_line> Agent::lines_of(const v8::JitCodeEvent *e, IsolateState &is,
-					  std::vector<std::pair<uint64_t, int>> rows)
+// Has the interrupt compute @script's line ends. On the isolate's thread,
+// in the handler, without the lock: a Global is made here.
+void Agent::want_script(IsolateState &is, v8::Local<v8::UnboundScript> script, int id)
+{
+	bool queued, first;
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+		queued = std::any_of(is.todo.begin(), is.todo.end(),
+				     [id](const auto &t) { return t.first == id; });
+		first = is.todo.empty();
+	}
+	if (queued)
+		return;
+	v8::Global<v8::UnboundScript> global(is.isolate, script);
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+		is.todo.emplace_back(id, std::move(global));
+	}
+	if (first)
+		is.isolate->RequestInterrupt(on_scripts, nullptr);
+}
+
+// Lines of @rows (code offset, script offset) in the script of @e, whose
+// line ends V8 has computed. Rows before @first_line, the line the
+// function starts on, are dropped: V8 passes positions of code inlined
+// from other functions without saying which script they are in. A table
+// with an offset past the code is not this code's.
+std::vector<perfjit_line> Agent::lines_of(const v8::JitCodeEvent *e, v8::Isolate *isolate,
+					  std::vector<std::pair<uint64_t, int>> rows,
+					  int first_line)
 {
 	std::vector<perfjit_line> lines;
 
-	if (e->script.IsEmpty() || gettid_() != is.thread)
-		return lines;
-	const int id = e->script->GetId();
-	if (!is.lines_ready.count(id)) {
-		const bool queued = std::any_of(is.lines_todo.begin(), is.lines_todo.end(),
-						[id](const auto &t) { return t.first == id; });
-		if (!queued) {
-			if (is.lines_todo.empty())
-				is.isolate->RequestInterrupt(on_lines_todo, nullptr);
-			is.lines_todo.emplace_back(
-				id, v8::Global<v8::UnboundScript>(is.isolate, e->script));
-		}
-		return lines;
-	}
 	std::stable_sort(rows.begin(), rows.end(),
 			 [](const auto &a, const auto &b) { return a.first < b.first; });
+	if (rows.empty() || rows.back().first >= e->code_len)
+		return lines;
+	v8::HandleScope scope(isolate);
 	for (const auto &[offset, pos] : rows) {
-		if (offset >= e->code_len)
-			continue;
 		const int line = e->script->GetLineNumber(pos) + 1;
 		const int column = e->script->GetColumnNumber(pos) + 1;
-		if (line <= 0)
+		if (line <= 0 || line < first_line)
 			continue;
 		// One row per offset: the last position V8 gave for it.
 		if (!lines.empty() && lines.back().offset == offset)
@@ -311,45 +391,82 @@ std::vector<perfjit_line> Agent::lines_of(const v8::JitCodeEvent *e, IsolateStat
 	return lines;
 }
 
-void Agent::added(const v8::JitCodeEvent *e, IsolateState &is)
+void Agent::code_added(const v8::JitCodeEvent *e)
+{
+	const pid_t tid = gettid_();
+	const auto start = reinterpret_cast<uintptr_t>(e->code_start);
+	const bool code = (e->code_type == v8::JitCodeEvent::JIT_CODE ||
+			   e->code_type == v8::JitCodeEvent::WASM_CODE) &&
+			  e->code_len;
+	IsolateState *is;
+	Ended ended;
+	{
+		std::lock_guard<std::mutex> guard(lock_);
+		is = state_of(e->isolate);
+		if (!is)
+			return;
+		if (auto it = ended_.find(tid); it != ended_.end() && code) {
+			if (it->second.start == start)
+				ended = std::move(it->second);
+			ended_.erase(it);
+		}
+	}
+	// An isolate's state goes only in stop(), on its own thread.
+	const bool own_thread = tid == is->thread;
+	if (code && reinterpret_cast<const char *>(start) >= is->embedded &&
+	    reinterpret_cast<const char *>(start) < is->embedded + is->embedded_len)
+		return;
+
+	std::string key;
+	int first_line;
+	std::string name = region_name(e->name.str, e->name.len, key, first_line);
+	std::string source;
+	std::vector<perfjit_line> lines;
+	// Bytecode is data, not code: it only gives a script whose line ends
+	// to have ready before its function's optimized code comes. V8's API
+	// only on the isolate's thread, and never under the lock.
+	if (opts_.lines && own_thread && !e->script.IsEmpty()) {
+		const int id = e->script->GetId();
+		bool ready;
+		{
+			std::lock_guard<std::mutex> guard(lock_);
+			auto s = is->scripts.find(id);
+			ready = s != is->scripts.end();
+			if (ready)
+				source = s->second;
+		}
+		if (!ready)
+			want_script(*is, e->script, id);
+		else if (code && !source.empty() && !ended.rows.empty())
+			lines = lines_of(e, is->isolate, std::move(ended.rows), first_line);
+	}
+	if (!code)
+		return;
+	if (lines.empty())
+		source.clear();
+	std::lock_guard<std::mutex> guard(lock_);
+	add_region(e, *is, std::move(name), key, std::move(source), std::move(lines));
+}
+
+void Agent::add_region(const v8::JitCodeEvent *e, IsolateState &is, std::string name,
+		       const std::string &key, std::string source, std::vector<perfjit_line> lines)
 {
 	const auto start = reinterpret_cast<uintptr_t>(e->code_start);
-	std::unique_ptr<Positions> positions;
 
-	if (auto it = ended_.find(start); it != ended_.end()) {
-		positions = std::move(it->second);
-		ended_.erase(it);
-	}
-	// Bytecode is data, not code; it only gives a script whose line ends
-	// to have ready before its function's optimized code comes.
-	if (e->code_type != v8::JitCodeEvent::JIT_CODE || !e->code_len) {
-		if (opts_.lines && e->code_type == v8::JitCodeEvent::BYTE_CODE)
-			lines_of(e, is, {});
+	// The same code reported again (V8's enumeration may list it twice).
+	if (auto it = live_.find(start); it != live_.end() && it->second.len == e->code_len &&
+					 it->second.isolate == e->isolate && it->second.key == key)
 		return;
-	}
-	const char *code = static_cast<const char *>(e->code_start);
-	if (code >= is.embedded && code < is.embedded + is.embedded_len)
-		return;
+	unload_overlaps(start, e->code_len);
 
 	auto pending = std::make_unique<Pending>();
-	std::string key;
-	pending->name = region_name(e->name.str, e->name.len, key);
-	// The same code reported again (V8's enumeration may list it twice).
-	if (auto it = live_.find(start);
-	    it != live_.end() && it->second.len == e->code_len && it->second.key == key)
-		return;
-	unload_overlaps(start, e->code_len, 0);
-
-	if (opts_.lines && !e->script.IsEmpty() && gettid_() == is.thread) {
-		pending->source = utf8(is.isolate, e->script->GetScriptName());
-		if (positions && !pending->source.empty())
-			pending->lines = lines_of(e, is, std::move(positions->rows));
-		else if (!is.lines_ready.count(e->script->GetId()))
-			lines_of(e, is, {});
-	}
+	pending->name = std::move(name);
+	pending->source = std::move(source);
+	pending->lines = std::move(lines);
+	Function &f = functions_[{e->isolate, key}];
 	perfjit_code &c = pending->code;
 	c.size = sizeof(c);
-	c.generation = gens_[key]++;
+	c.generation = f.next++;
 	c.name = pending->name.c_str();
 	c.addr = e->code_start;
 	c.len = e->code_len;
@@ -359,9 +476,9 @@ void Agent::added(const v8::JitCodeEvent *e, IsolateState &is)
 		c.nr_lines = pending->lines.size();
 		lines_++;
 	}
+	f.live++;
 	live_[start] = {e->code_len, e->isolate, key};
-	live_keys_[key]++;
-	if (enumerating_) {
+	if (is.enumerating) {
 		batch_.push_back(std::move(pending));
 		return;
 	}
@@ -383,12 +500,19 @@ void Agent::moved(const v8::JitCodeEvent *e)
 		return;
 	Live l = std::move(it->second);
 	live_.erase(it);
-	unload_overlaps(to, l.len, 0);
+	unload_overlaps(to, l.len);
+	// A region of the enumeration's batch is not loaded yet: its entry
+	// follows the code.
+	for (auto &p : batch_) {
+		if (p->code.addr == e->code_start) {
+			p->code.addr = e->new_code_start;
+			live_[to] = std::move(l);
+			return;
+		}
+	}
 	if (!session_ || session_->move(e->code_start, e->new_code_start)) {
 		errors_++;
-		auto k = live_keys_.find(l.key);
-		if (k != live_keys_.end() && !--k->second)
-			live_keys_.erase(k);
+		drop_function(l);
 		return;
 	}
 	live_[to] = std::move(l);
@@ -397,7 +521,7 @@ void Agent::moved(const v8::JitCodeEvent *e)
 
 // V8 runs interrupts on the isolate's thread between two steps of
 // JavaScript, a synchronous script's too, where V8's API may allocate.
-void Agent::on_lines_todo(v8::Isolate *isolate, void *)
+void Agent::on_scripts(v8::Isolate *isolate, void *)
 {
 	Agent &a = get();
 	std::vector<std::pair<int, v8::Global<v8::UnboundScript>>> todo;
@@ -407,21 +531,21 @@ void Agent::on_lines_todo(v8::Isolate *isolate, void *)
 		IsolateState *is = a.state_of(isolate);
 		if (!is)
 			return;
-		todo.swap(is->lines_todo);
+		todo.swap(is->todo);
 	}
-	// Outside the handler and the lock: this may allocate, and a GC may
-	// post moves.
+	// Outside the lock: this may allocate, and a GC may post moves.
 	v8::HandleScope scope(isolate);
-	std::vector<int> done;
+	std::vector<std::pair<int, std::string>> done;
 	for (auto &[id, script] : todo) {
-		script.Get(isolate)->GetLineNumber(0);
-		done.push_back(id);
+		v8::Local<v8::UnboundScript> s = script.Get(isolate);
+		s->GetLineNumber(0);
+		done.emplace_back(id, source_path(utf8(isolate, s->GetScriptName())));
 	}
 	std::lock_guard<std::mutex> guard(a.lock_);
 	if (IsolateState *is = a.state_of(isolate)) {
-		if (is->lines_ready.size() + done.size() > kReadyScriptsMax)
-			is->lines_ready.clear();
-		is->lines_ready.insert(done.begin(), done.end());
+		if (is->scripts.size() + done.size() > kReadyScriptsMax)
+			is->scripts.clear();
+		is->scripts.insert(done.begin(), done.end());
 	}
 }
 
@@ -430,12 +554,13 @@ int Agent::start(v8::Isolate *isolate, std::string &why)
 	std::unique_lock<std::mutex> guard(lock_);
 
 	if (state_of(isolate))
-		return 0; // required again: already on
+		return 1;
 	if (!opened_) {
+		Options o;
 		auto bad = perfjit::agent::for_each_option(
 			getenv("PERFJIT_NODE"),
-			[this](const std::string &key, const std::string &val) {
-				return perfjit::agent::parse_common(key, val, opts_);
+			[&o](const std::string &key, const std::string &val) {
+				return perfjit::agent::parse_common(key, val, o);
 			});
 		if (bad) {
 			why = "unknown option '" + *bad + "' in $PERFJIT_NODE";
@@ -443,32 +568,34 @@ int Agent::start(v8::Isolate *isolate, std::string &why)
 		}
 		perfjit_options po{};
 		po.size = sizeof(po);
-		po.mode = opts_.mode;
-		po.buildid_dir = opts_.dir.empty() ? nullptr : opts_.dir.c_str();
-		po.max_dir_bytes = opts_.max_dir;
+		po.mode = o.mode;
+		po.buildid_dir = o.dir.empty() ? nullptr : o.dir.c_str();
+		po.max_dir_bytes = o.max_dir;
 		auto s = std::make_unique<perfjit::Session>(&po);
 		if (!s->ok()) {
 			why = std::string("perfjit_open: ") + perfjit_strerror(-s->error().value());
 			return -s->error().value();
 		}
+		opts_ = std::move(o);
 		session_ = std::move(s);
 		opened_ = true;
 	}
-	auto is = std::make_unique<IsolateState>();
-	is->isolate = isolate;
-	is->thread = gettid_();
+	auto owned = std::make_unique<IsolateState>();
+	IsolateState &is = *owned;
+	is.isolate = isolate;
+	is.thread = gettid_();
 	const void *blob = nullptr;
-	isolate->GetEmbeddedCodeRange(&blob, &is->embedded_len);
-	is->embedded = static_cast<const char *>(blob);
-	isolates_.push_back(std::move(is));
+	isolate->GetEmbeddedCodeRange(&blob, &is.embedded_len);
+	is.embedded = static_cast<const char *>(blob);
+	is.enumerating = true;
+	isolates_.push_back(std::move(owned));
 
-	// V8 reports the existing code from within this call, on this thread:
-	// collected, and loaded as one batch.
-	enumerating_ = true;
+	// V8 reports the existing code from within this call, on this thread
+	// (and may post moves meanwhile): collected, and loaded as one batch.
 	guard.unlock();
 	isolate->SetJitCodeEventHandler(v8::kJitCodeEventEnumExisting, on_event);
 	guard.lock();
-	enumerating_ = false;
+	is.enumerating = false;
 	std::vector<const perfjit_code *> codes;
 	for (auto &p : batch_)
 		codes.push_back(&p->code);
@@ -521,7 +648,7 @@ void Agent::print_stats()
 		static_cast<unsigned long long>(loads_), static_cast<unsigned long long>(moves_),
 		static_cast<unsigned long long>(overwritten_),
 		static_cast<unsigned long long>(errors_), static_cast<unsigned long long>(lines_),
-		live_.size(), gens_.size());
+		live_.size(), functions_.size());
 }
 
 void stats(const v8::FunctionCallbackInfo<v8::Value> &)
@@ -535,15 +662,15 @@ NODE_MODULE_INIT(/* exports, module, context */)
 {
 	v8::Isolate *isolate = context->GetIsolate();
 	std::string why;
+	const int started = Agent::get().start(isolate, why);
 
-	if (Agent::get().start(isolate, why)) {
-		isolate->ThrowException(v8::Exception::Error(
-			v8::String::NewFromUtf8(isolate, ("perfjit-node: " + why).c_str())
-				.ToLocalChecked()));
-		return;
-	}
-	node::AddEnvironmentCleanupHook(
-		isolate, [](void *arg) { Agent::get().stop(static_cast<v8::Isolate *>(arg)); },
-		isolate);
+	if (started < 0)
+		fprintf(stderr, "perfjit-node: %s; JIT code is not announced\n", why.c_str());
+	// Once per isolate: Node refuses the same cleanup hook twice.
+	if (!started)
+		node::AddEnvironmentCleanupHook(
+			isolate,
+			[](void *arg) { Agent::get().stop(static_cast<v8::Isolate *>(arg)); },
+			isolate);
 	NODE_SET_METHOD(exports, "stats", stats);
 }
