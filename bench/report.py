@@ -696,6 +696,12 @@ class Results:
         return "\n".join(md)
 
     # ---- 7. Java ----
+    # A runtime section with no run that finished: its targets not measured.
+    def not_measured(self, md, names, why):
+        md.append(f"No results ({why}).")
+        self.targets += [(n, "not measured", "MISS") for n in names]
+        return "\n".join(md)
+
     def section_java(self):
         md = ["## 7. Java: libperfjit's agent against perf's agent", "", TCG_NOTE, ""]
         names = ["JVM run time under an MMAP3 recording within 1.10x of perf's agent",
@@ -706,9 +712,7 @@ class Results:
                  "Java: agent loaded and nobody recording within 1.02x of no agent"]
         ok = [r for r in self.java if r["status"] == "ok"]
         if not ok:
-            md.append("No results (no JDK in the guest, or every run failed).")
-            self.targets += [(n, "not measured", "MISS") for n in names]
-            return "\n".join(md)
+            return self.not_measured(md, names, "no JDK in the guest, or every run failed")
         md.append(
             f"The Java workload (`demo/java`: hot loops, inlined helpers, a call site that "
             f"deoptimizes and recompiles, a class loader whose code is unloaded) with fixed work "
@@ -784,10 +788,8 @@ class Results:
                  "Node: perfjit-node loaded and nobody recording within 1.02x of no flag"]
         ok = [r for r in self.node if r["status"] == "ok"]
         if not ok:
-            md.append("No results (no node in the guest, perfjit-node not built, or every run "
-                      "failed).")
-            self.targets += [(n, "not measured", "MISS") for n in names]
-            return "\n".join(md)
+            return self.not_measured(md, names, "no node in the guest, perfjit-node not built, "
+                                     "or every run failed")
         md.append(
             f"The Node workload (`demo/node/workload.js`: hot functions, a deoptimization, "
             f"functions compiled, dropped and replaced) with fixed work (`--iterations "

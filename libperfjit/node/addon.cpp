@@ -40,7 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -417,9 +417,11 @@ void Agent::code_added(const v8::JitCodeEvent *e)
 	    reinterpret_cast<const char *>(start) < is->embedded + is->embedded_len)
 		return;
 
-	std::string key;
-	int first_line;
-	std::string name = region_name(e->name.str, e->name.len, key, first_line);
+	// Names only for code: bytecode events are many, and need none.
+	std::string key, name;
+	int first_line = 0;
+	if (code)
+		name = region_name(e->name.str, e->name.len, key, first_line);
 	std::string source;
 	std::vector<perfjit_line> lines;
 	// Bytecode is data, not code: it only gives a script whose line ends
