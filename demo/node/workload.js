@@ -2,11 +2,13 @@
 // A Node workload for perf: hot functions, one that V8 deoptimizes and
 // optimizes again, and code that comes and goes while the GC runs.
 //
-//   node workload.js [--seconds S | --iterations K] [--churn N] [--load-after S2]
+//   node workload.js [--seconds S | --iterations K [--rounds R]] [--churn N]
+//                    [--load-after S2]
 //
 // Each phase runs for a share of S seconds (40%, 20%, 40%), or, with
-// --iterations, a fixed amount of work (make bench): K, 2K and K / 4000
-// (at least 1) times its step:
+// --iterations, a fixed amount of work (make bench): K, 2K and R times its
+// step, R being K / (20 N) (at least 1) unless given, so that K / 20
+// functions are made by default:
 //   hot:    fib(), sumSquares() and area() in a loop (TurboFan code);
 //   deopt:  area() called with objects of another shape, which throws its
 //           optimized code away, then optimized again;
@@ -30,6 +32,7 @@ function arg(name, dflt) {
 const seconds = arg('--seconds', 3);
 const iterations = arg('--iterations', 0);
 const churn = arg('--churn', 200);
+const rounds = arg('--rounds', Math.max(1, Math.floor(iterations / 20 / churn)));
 const loadAfter = arg('--load-after', -1);
 
 function fib(n) {
@@ -81,7 +84,7 @@ const deopt = until(0.2, 2 * iterations, (i) => {
 console.log(`phase deopt calls ${deopt}`);
 
 let made = 0;
-const churned = until(0.4, Math.max(1, Math.floor(iterations / 4000)), () => {
+const churned = until(0.4, rounds, () => {
   const fns = [];
   for (let j = 0; j < churn; j++) {
     const k = made + j;
