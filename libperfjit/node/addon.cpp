@@ -36,9 +36,6 @@
 #include <node.h>
 #include <v8.h>
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -49,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -67,9 +65,11 @@ constexpr size_t kReadyScriptsMax = 65536;
 
 using Options = perfjit::agent::CommonOptions;
 
-pid_t gettid_()
+// The calling thread, with no system call: V8 calls the handler for
+// every code object, thousands at start.
+std::thread::id this_thread()
 {
-	return static_cast<pid_t>(syscall(SYS_gettid));
+	return std::this_thread::get_id();
 }
 
 std::string utf8(v8::Isolate *isolate, v8::Local<v8::Value> value)
@@ -156,7 +156,7 @@ std::string region_name(const char *str, size_t len, std::string &key, int &line
 // One isolate's side: the handler is per isolate, and so are script ids.
 struct IsolateState {
 	v8::Isolate *isolate = nullptr;
-	pid_t thread = 0;		// the isolate's own thread: the only one on which
+	std::thread::id thread;		// the isolate's own thread: the only one on which
 					// the handler may touch V8 objects
 	const char *embedded = nullptr; // the builtins, in node's .text
 	size_t embedded_len = 0;
@@ -237,7 +237,7 @@ private:
 	std::vector<std::unique_ptr<IsolateState>> isolates_;
 	std::map<uintptr_t, Live> live_; // by start address
 	std::map<FunctionKey, Function> functions_;
-	std::unordered_map<pid_t, Ended> ended_;
+	std::unordered_map<std::thread::id, Ended> ended_;
 	std::vector<std::unique_ptr<Pending>> batch_;
 	// stats=1
 	uint64_t loads_ = 0, moves_ = 0, overwritten_ = 0, errors_ = 0, lines_ = 0;
@@ -289,8 +289,8 @@ void Agent::event(const v8::JitCodeEvent *e)
 		std::lock_guard<std::mutex> guard(lock_);
 		// One per thread: a compile whose code is thrown away has its
 		// END and no CODE_ADDED; the next END replaces it.
-		ended_[gettid_()] = {reinterpret_cast<uintptr_t>(e->code_start),
-				     std::move(p->rows)};
+		ended_[this_thread()] = {reinterpret_cast<uintptr_t>(e->code_start),
+					 std::move(p->rows)};
 		return;
 	}
 	case v8::JitCodeEvent::CODE_ADDED:
@@ -393,7 +393,7 @@ std::vector<perfjit_line> Agent::lines_of(const v8::JitCodeEvent *e, v8::Isolate
 
 void Agent::code_added(const v8::JitCodeEvent *e)
 {
-	const pid_t tid = gettid_();
+	const std::thread::id tid = this_thread();
 	const auto start = reinterpret_cast<uintptr_t>(e->code_start);
 	const bool code = (e->code_type == v8::JitCodeEvent::JIT_CODE ||
 			   e->code_type == v8::JitCodeEvent::WASM_CODE) &&
@@ -585,7 +585,7 @@ int Agent::start(v8::Isolate *isolate, std::string &why)
 	auto owned = std::make_unique<IsolateState>();
 	IsolateState &is = *owned;
 	is.isolate = isolate;
-	is.thread = gettid_();
+	is.thread = this_thread();
 	const void *blob = nullptr;
 	isolate->GetEmbeddedCodeRange(&blob, &is.embedded_len);
 	is.embedded = static_cast<const char *>(blob);
