@@ -92,10 +92,26 @@ struct perfjit_options {
 	 * Since libperfjit 0.3.
 	 */
 	uint64_t max_dir_bytes;
+	/*
+	 * Called each time a recorder asks for the process's code, after the
+	 * session's rundown: on the library's thread, or in perfjit_rundown()
+	 * with PERFJIT_OPEN_NO_THREAD. For a runtime whose reporting costs even
+	 * while nobody records (V8's code-event handler slows its compiler),
+	 * which then reports nothing until perfjit_asked() is 1 or this is
+	 * called, and then reports the code that exists (one perfjit_load_many()
+	 * of an enumeration, then perfjit_rundown(), so that the recorder names
+	 * samples in it from before) and each load from then on.
+	 * It must return soon and must not close the session. NULL: none.
+	 * Since libperfjit 0.4.
+	 */
+	void (*on_asked)(void *arg);
+	void *on_asked_arg;
 };
 
 /* The size of struct perfjit_options before max_dir_bytes: still accepted. */
 #define PERFJIT_OPTIONS_SIZE_VER0 offsetof(struct perfjit_options, max_dir_bytes)
+/* The size of struct perfjit_options before on_asked (libperfjit 0.3). */
+#define PERFJIT_OPTIONS_SIZE_VER1 offsetof(struct perfjit_options, on_asked)
 #define PERFJIT_DIR_DEFAULT_BYTES (256ull << 20)
 #define PERFJIT_DIR_UNBOUNDED UINT64_MAX
 
@@ -186,9 +202,11 @@ PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const v
  * Announce all live code again, marked as live before (a rundown), then
  * store the side files it needs: for a recorder that started after the
  * code was loaded. The library's thread does this by itself when the kernel says a
- * recorder asked; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
- * unloaded meanwhile is announced in order. 0 also when nobody records.
- * From the first rundown on, loads and unloads are announced as they come.
+ * recorder asked; call it with PERFJIT_OPEN_NO_THREAD, or after loading,
+ * once asked, code that had run before (perfjit_options::on_asked). Code
+ * loaded or unloaded meanwhile is announced in order. 0 also when nobody
+ * records. From the first rundown on, loads and unloads are announced as
+ * they come.
  */
 PERFJIT_API int perfjit_rundown(perfjit_session *session);
 /*
@@ -202,6 +220,13 @@ PERFJIT_API void perfjit_close(perfjit_session *session);
 
 /* The mode in use: CODE_REGION, PERF_MAP or JITDUMP. */
 PERFJIT_API int perfjit_mode(const perfjit_session *session);
+/*
+ * 1 when the library wants the runtime's code as it comes: a recorder has
+ * asked for the process's code (code regions), or the mode writes a file
+ * (perf-PID.map, jitdump) that nobody can ask for later. 0 before a
+ * recorder asks. See perfjit_options::on_asked. Since libperfjit 0.4.
+ */
+PERFJIT_API int perfjit_asked(perfjit_session *session);
 /* The build-id (20 bytes) of the code loaded at @addr. */
 PERFJIT_API int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20]);
 /*

@@ -39,6 +39,8 @@ public:
 	bool ok() const noexcept { return err_ == 0; }
 	std::error_code error() const noexcept { return make_error(err_); }
 	int mode() const noexcept { return perfjit_mode(session_.get()); }
+	// 1 once a recorder asked (or in a fallback mode): see perfjit_asked().
+	int asked() const noexcept { return perfjit_asked(session_.get()); }
 
 	std::error_code load(const perfjit_code &code) noexcept
 	{

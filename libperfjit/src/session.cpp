@@ -173,6 +173,9 @@ struct perfjit_session {
 	// pruned under flush_lock, outside the session's lock.
 	DirBound bound;
 	unsigned rundowns = 0; // started, for SideFile::refreshed
+	// perfjit_options::on_asked, called after each rundown.
+	void (*on_asked)(void *) = nullptr;
+	void *on_asked_arg = nullptr;
 	PerfMap perf_map;
 	Jitdump jitdump;
 
@@ -653,6 +656,8 @@ int perfjit_session::open(const perfjit_options &opts)
 	if (opts.flags & ~PERFJIT_OPEN_NO_THREAD)
 		return -EINVAL;
 	own_thread = !(opts.flags & PERFJIT_OPEN_NO_THREAD);
+	on_asked = opts.on_asked;
+	on_asked_arg = opts.on_asked_arg;
 
 	switch (opts.mode) {
 	case PERFJIT_MODE_PERF_MAP:
@@ -962,6 +967,8 @@ int perfjit_session::refresh_soon(const std::shared_ptr<SideFile> &file)
 //
 // A recorder whose buffer could not take the whole rundown sees it lost
 // (PERF_RECORD_LOST) and asks again: the library does not wait for it.
+// Then perfjit_options::on_asked, without the lock: a runtime that reports
+// nothing until asked starts with the code it has.
 int perfjit_session::rundown()
 {
 	uint64_t addr = 0;
@@ -983,11 +990,14 @@ int perfjit_session::rundown()
 			ret = rundown_from(addr);
 		}
 		if (ret == -ENOENT)
-			return err;
+			break;
 		// This run only: the rest is announced still.
 		if (ret < 0 && !err)
 			err = ret;
 	}
+	if (on_asked)
+		on_asked(on_asked_arg);
+	return err;
 }
 
 // Announces batch[first, first + count), adjacent code that shares a side
@@ -1374,6 +1384,19 @@ void perfjit_close(perfjit_session *session)
 int perfjit_mode(const perfjit_session *session)
 {
 	return session ? session->mode : -EINVAL;
+}
+
+int perfjit_asked(perfjit_session *session)
+{
+	if (!session)
+		return -EINVAL;
+	try {
+		std::lock_guard<std::mutex> guard(session->lock);
+
+		return session->mode != PERFJIT_MODE_CODE_REGION || session->asked;
+	} catch (...) {
+		return -EIO;
+	}
 }
 
 int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20])

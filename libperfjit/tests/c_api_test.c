@@ -16,8 +16,8 @@ int perfjit_c_api_check(void)
 
 	if (perfjit_open(&opts, &s) || !s)
 		return 1;
-	if (perfjit_mode(s) != PERFJIT_MODE_PERF_MAP || perfjit_load(s, &c) ||
-	    perfjit_unload(s, code) || perfjit_unload(s, code) != -ENOENT ||
+	if (perfjit_mode(s) != PERFJIT_MODE_PERF_MAP || perfjit_asked(s) != 1 ||
+	    perfjit_load(s, &c) || perfjit_unload(s, code) || perfjit_unload(s, code) != -ENOENT ||
 	    !strlen(perfjit_strerror(-ENOENT))) {
 		perfjit_close(s);
 		return 1;

@@ -152,8 +152,11 @@ TEST(Session, BadArguments)
 	EXPECT_EQ(perfjit_build_id(s, kCode, nullptr), -EINVAL);
 	EXPECT_EQ(perfjit_build_id(s, kCode + 1, id), -ENOENT);
 	EXPECT_EQ(perfjit_unload(s, kCode), 0);
-	// A fallback has nobody to announce again to.
+	// A fallback has nobody to announce again to, and writes its file
+	// as code comes: it wants the code from the start.
 	EXPECT_EQ(perfjit_rundown(s), 0);
+	EXPECT_EQ(perfjit_asked(s), 1);
+	EXPECT_EQ(perfjit_asked(nullptr), -EINVAL);
 	EXPECT_EQ(perfjit_rundown_fd(s), -EOPNOTSUPP);
 	EXPECT_STRNE(perfjit_strerror(-ENOENT), "");
 	perfjit_close(s);
@@ -178,6 +181,14 @@ TEST(Session, OptionsOfAnOlderOrNewerHeader)
 	perfjit_close(s);
 	big.o.size = PERFJIT_OPTIONS_SIZE_VER0 - 8;
 	EXPECT_EQ(perfjit_open(&big.o, &s), -EINVAL);
+	// libperfjit 0.3's struct: no on_asked.
+	big.o.size = PERFJIT_OPTIONS_SIZE_VER1;
+	big.o.max_dir_bytes = 0;
+	big.o.on_asked = [](void *) { abort(); }; // past its size: never called
+	ASSERT_EQ(perfjit_open(&big.o, &s), 0);
+	EXPECT_EQ(perfjit_asked(s), 1);
+	perfjit_close(s);
+	big.o.on_asked = nullptr;
 	big.o.size = sizeof(big);
 	ASSERT_EQ(perfjit_open(&big.o, &s), 0);
 	perfjit_close(s);
@@ -1002,6 +1013,50 @@ TEST_F(CodeRegion, OpenedWhileARecorderAskedAnnouncesEachLoad)
 	EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](const Seen &r) {
 		return r.addr == addr && r.flags == kMmap3CodeRegion;
 	})) << "the load itself was not announced";
+}
+
+// perfjit_options::on_asked: a runtime that reports nothing until a
+// recorder asks learns it from the library's thread, after the rundown,
+// once per request; perfjit_asked() says so from then on. What it loads
+// then is announced at once.
+TEST_F(CodeRegion, OnAskedAfterEachRequest)
+{
+	session_.reset();
+	struct Asked {
+		std::atomic<int> calls{0};
+		std::atomic<int> asked_then{-1};
+		perfjit_session *s = nullptr;
+	} asked;
+	opts_ = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+	opts_.on_asked = [](void *arg) {
+		auto *a = static_cast<Asked *>(arg);
+		a->asked_then = perfjit_asked(a->s);
+		a->calls++;
+	};
+	opts_.on_asked_arg = &asked;
+	session_ = std::make_unique<perfjit::Session>(&opts_);
+	ASSERT_TRUE(session_->ok()) << session_->error().message();
+	asked.s = session_->get();
+	EXPECT_EQ(session_->asked(), 0);
+	std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	EXPECT_EQ(asked.calls.load(), 0) << "called with nobody recording";
+
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ASSERT_TRUE(eventually([&] { return asked.calls.load() >= 1; }));
+	EXPECT_EQ(asked.asked_then.load(), 1);
+	EXPECT_EQ(session_->asked(), 1);
+	ExecPage page;
+	ASSERT_FALSE(session_->load("jit_after_ask", page.at(0), 16));
+	auto seen = recorder.code_regions();
+	EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](const Seen &r) {
+		return r.addr == reinterpret_cast<uint64_t>(page.at(0)) &&
+		       r.flags == kMmap3CodeRegion;
+	})) << "a load after the callback was not announced at once";
+
+	Recorder second;
+	ASSERT_TRUE(second.ok());
+	EXPECT_TRUE(eventually([&] { return asked.calls.load() >= 2; }));
 }
 
 // Each request gets a rundown: a recorder that asks again (perf record
