@@ -10,8 +10,12 @@
 //   node .../perfjit-node/attach.js PID   (into a process started without it)
 //
 // Loading it starts it, in the isolate that loads it (a worker's too;
-// loading it again changes nothing): V8 reports the code that exists (one
-// batch, one side file) and then each piece of code it generates. Each is
+// loading it again changes nothing), but V8 reports nothing until a
+// recorder asks for the process's code: V8 with a code-event handler
+// compiles more slowly, whatever the handler does. When one asks (at once
+// under perf record -- node ..., or in the perf-map and jitdump modes),
+// V8 reports the code that exists (one batch, one side file) and then each
+// piece of code it generates, in that process for good. Each is
 // a code region named as V8 names it for --perf-basic-prof, without the
 // "JS:" tag: "*fib /srv/app.js:3:13", the marker being V8's tier (~
 // interpreter, ^ Sparkplug, + Maglev, * TurboFan). Each new code of one
@@ -156,10 +160,16 @@ std::string region_name(const char *str, size_t len, std::string &key, int &line
 // One isolate's side: the handler is per isolate, and so are script ids.
 struct IsolateState {
 	v8::Isolate *isolate = nullptr;
-	std::thread::id thread;		// the isolate's own thread: the only one on which
-					// the handler may touch V8 objects
+	std::thread::id thread;		  // the isolate's own thread: the only one on which
+					  // the handler may touch V8 objects
+	node::Environment *env = nullptr; // for node::RequestInterrupt()
+	// The context the module was loaded in, for V8's enumeration from an
+	// interrupt; reset in stop(), on the isolate's thread.
+	v8::Global<v8::Context> context;
 	const char *embedded = nullptr; // the builtins, in node's .text
 	size_t embedded_len = 0;
+	bool handler = false;	  // the handler is installed (or being installed)
+	bool requested = false;	  // an interrupt is to install it
 	bool enumerating = false; // within SetJitCodeEventHandler()
 	// Scripts whose line ends V8 has computed, by id, with their paths
 	// (empty: not a file): a line lookup then allocates nothing, which
@@ -181,7 +191,7 @@ public:
 	static Agent &get();
 
 	// 0: started, 1: running already in @isolate, < 0: not started (@why).
-	int start(v8::Isolate *isolate, std::string &why);
+	int start(v8::Local<v8::Context> context, std::string &why);
 	void stop(v8::Isolate *isolate);
 	void print_stats();
 
@@ -213,6 +223,9 @@ private:
 
 	static void on_event(const v8::JitCodeEvent *event);
 	static void on_scripts(v8::Isolate *isolate, void *);
+	static void on_asked(void *);
+	static void on_install(void *isolate);
+	void install(v8::Isolate *isolate);
 	void event(const v8::JitCodeEvent *event);
 	void code_added(const v8::JitCodeEvent *event);
 	void add_region(const v8::JitCodeEvent *e, IsolateState &is, std::string name,
@@ -231,6 +244,9 @@ private:
 	Options opts_;
 	bool opened_ = false;
 	std::unique_ptr<perfjit::Session> session_;
+	// Held by on_asked() while it asks isolates for an interrupt, and by
+	// stop() before lock_: an isolate's Environment outlives the request.
+	std::mutex ask_lock_;
 	// Everything below, and the session's calls, under lock_: V8 posts
 	// moves from its GC's threads. No V8 call is made under it.
 	std::mutex lock_;
@@ -241,6 +257,7 @@ private:
 	std::vector<std::unique_ptr<Pending>> batch_;
 	// stats=1
 	uint64_t loads_ = 0, moves_ = 0, overwritten_ = 0, errors_ = 0, lines_ = 0;
+	uint64_t on_ask_ = 0; // isolates whose handler a recorder's ask installed
 };
 
 Agent &Agent::get()
@@ -551,8 +568,98 @@ void Agent::on_scripts(v8::Isolate *isolate, void *)
 	}
 }
 
-int Agent::start(v8::Isolate *isolate, std::string &why)
+// A recorder asked for the process's code: on the library's thread, after
+// its rundown. Each isolate whose handler is not installed is asked to
+// install it, in a V8 interrupt (JavaScript running) or from its event
+// loop (idle), whichever comes first.
+void Agent::on_asked(void *)
 {
+	Agent &a = get();
+	std::lock_guard<std::mutex> ask(a.ask_lock_);
+	std::vector<std::pair<node::Environment *, v8::Isolate *>> todo;
+
+	{
+		std::lock_guard<std::mutex> guard(a.lock_);
+		for (auto &is : a.isolates_) {
+			if (is->handler || is->requested)
+				continue;
+			is->requested = true;
+			todo.emplace_back(is->env, is->isolate);
+		}
+	}
+	// Outside lock_ (V8's own locks), under ask_lock_: stop() waits for
+	// it before its isolate's Environment goes.
+	for (auto &[env, isolate] : todo)
+		node::RequestInterrupt(env, on_install, isolate);
+}
+
+// On the isolate's thread, JavaScript stopped between two steps or the
+// event loop between two callbacks (or the Environment being freed, when
+// stop() has forgotten the isolate).
+void Agent::on_install(void *isolate)
+{
+	get().install(static_cast<v8::Isolate *>(isolate));
+}
+
+// Installs the handler in @isolate, once: V8 reports the existing code from
+// within SetJitCodeEventHandler(), on this thread (and may post moves
+// meanwhile), which is collected and loaded as one batch.
+void Agent::install(v8::Isolate *isolate)
+{
+	std::unique_lock<std::mutex> guard(lock_);
+	IsolateState *is = state_of(isolate);
+
+	if (!is || is->handler)
+		return;
+	is->handler = true;
+	is->enumerating = true;
+	if (is->requested)
+		on_ask_++;
+	guard.unlock();
+	{
+		v8::HandleScope scope(isolate);
+		v8::Context::Scope context(is->context.Get(isolate));
+
+		isolate->SetJitCodeEventHandler(v8::kJitCodeEventEnumExisting, on_event);
+	}
+	guard.lock();
+	is->enumerating = false;
+	std::vector<const perfjit_code *> codes;
+	for (auto &p : batch_)
+		codes.push_back(&p->code);
+	bool loaded = false;
+	if (!codes.empty()) {
+		if (session_->load(codes)) {
+			errors_ += codes.size();
+			for (auto &p : batch_) {
+				auto it = live_.find(reinterpret_cast<uintptr_t>(p->code.addr));
+				if (it != live_.end())
+					forget(it);
+			}
+		} else {
+			loads_ += codes.size();
+			loaded = true;
+		}
+	}
+	batch_.clear();
+	guard.unlock();
+	// The batch is code that ran before now, perhaps while a recorder
+	// that asked waited for this interrupt: announced again as a rundown,
+	// live from before, so that the recorder names those samples too.
+	if (loaded && session_->mode() == PERFJIT_MODE_CODE_REGION && session_->rundown()) {
+		std::lock_guard<std::mutex> again(lock_);
+		errors_++;
+	}
+}
+
+// Until a recorder asks for the process's code, no handler: with one, V8
+// reports every compile, and its compiler and code allocation slow down by
+// about a tenth in a workload that compiles much, whatever the handler
+// does. The handler is installed at once when a recorder asked already
+// (perf record -- node ...) or the mode writes a file (perf-map, jitdump).
+int Agent::start(v8::Local<v8::Context> context, std::string &why)
+{
+	v8::Isolate *isolate = context->GetIsolate();
 	std::unique_lock<std::mutex> guard(lock_);
 
 	if (state_of(isolate))
@@ -573,6 +680,7 @@ int Agent::start(v8::Isolate *isolate, std::string &why)
 		po.mode = o.mode;
 		po.buildid_dir = o.dir.empty() ? nullptr : o.dir.c_str();
 		po.max_dir_bytes = o.max_dir;
+		po.on_asked = on_asked;
 		auto s = std::make_unique<perfjit::Session>(&po);
 		if (!s->ok()) {
 			why = std::string("perfjit_open: ") + perfjit_strerror(-s->error().value());
@@ -586,34 +694,18 @@ int Agent::start(v8::Isolate *isolate, std::string &why)
 	IsolateState &is = *owned;
 	is.isolate = isolate;
 	is.thread = this_thread();
+	is.env = node::GetCurrentEnvironment(context);
+	is.context.Reset(isolate, context);
 	const void *blob = nullptr;
 	isolate->GetEmbeddedCodeRange(&blob, &is.embedded_len);
 	is.embedded = static_cast<const char *>(blob);
-	is.enumerating = true;
 	isolates_.push_back(std::move(owned));
-
-	// V8 reports the existing code from within this call, on this thread
-	// (and may post moves meanwhile): collected, and loaded as one batch.
 	guard.unlock();
-	isolate->SetJitCodeEventHandler(v8::kJitCodeEventEnumExisting, on_event);
-	guard.lock();
-	is.enumerating = false;
-	std::vector<const perfjit_code *> codes;
-	for (auto &p : batch_)
-		codes.push_back(&p->code);
-	if (!codes.empty()) {
-		if (session_->load(codes)) {
-			errors_ += codes.size();
-			for (auto &p : batch_) {
-				auto it = live_.find(reinterpret_cast<uintptr_t>(p->code.addr));
-				if (it != live_.end())
-					forget(it);
-			}
-		} else {
-			loads_ += codes.size();
-		}
-	}
-	batch_.clear();
+
+	// A recorder that asks from now on finds the isolate; one that asked
+	// before has set what this reads.
+	if (session_->asked() == 1)
+		install(isolate);
 	return 0;
 }
 
@@ -624,6 +716,7 @@ void Agent::stop(v8::Isolate *isolate)
 	isolate->SetJitCodeEventHandler(v8::kJitCodeEventDefault, nullptr);
 	if (opts_.stats)
 		print_stats();
+	std::lock_guard<std::mutex> ask(ask_lock_);
 	std::lock_guard<std::mutex> guard(lock_);
 	for (auto it = live_.begin(); it != live_.end();) {
 		auto next = std::next(it);
@@ -636,8 +729,10 @@ void Agent::stop(v8::Isolate *isolate)
 	}
 	auto is = std::find_if(isolates_.begin(), isolates_.end(),
 			       [isolate](const auto &s) { return s->isolate == isolate; });
-	if (is != isolates_.end())
+	if (is != isolates_.end()) {
+		(*is)->context.Reset();
 		isolates_.erase(is);
+	}
 }
 
 void Agent::print_stats()
@@ -646,11 +741,11 @@ void Agent::print_stats()
 
 	fprintf(stderr,
 		"perfjit-node: loads=%llu moves=%llu overwritten=%llu errors=%llu "
-		"with_lines=%llu live=%zu functions=%zu\n",
+		"with_lines=%llu live=%zu functions=%zu started_on_ask=%llu\n",
 		static_cast<unsigned long long>(loads_), static_cast<unsigned long long>(moves_),
 		static_cast<unsigned long long>(overwritten_),
 		static_cast<unsigned long long>(errors_), static_cast<unsigned long long>(lines_),
-		live_.size(), functions_.size());
+		live_.size(), functions_.size(), static_cast<unsigned long long>(on_ask_));
 }
 
 void stats(const v8::FunctionCallbackInfo<v8::Value> &)
@@ -664,7 +759,7 @@ NODE_MODULE_INIT(/* exports, module, context */)
 {
 	v8::Isolate *isolate = context->GetIsolate();
 	std::string why;
-	const int started = Agent::get().start(isolate, why);
+	const int started = Agent::get().start(context, why);
 
 	if (started < 0)
 		fprintf(stderr, "perfjit-node: %s; JIT code is not announced\n", why.c_str());
