@@ -29,6 +29,12 @@
 // Options, in $PERFJIT_NODE, comma-separated:
 //   lines=0      no line tables
 //   stats=1      print the addon's counters when an isolate ends
+//   handler=ask|load  install V8's code-event handler when a recorder
+//                asks (the default), or when the addon loads: then a
+//                recorder that comes later also names code that V8
+//                compiled for on-stack replacement before it came (V8's
+//                enumeration of existing code leaves such code out), at
+//                V8's cost of a handler while nobody records
 //   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
 //   dir=PATH     the build-id cache for side files ($PERF_BUILDID_DIR,
 //                else ~/.debug)
@@ -242,6 +248,7 @@ private:
 	IsolateState *state_of(v8::Isolate *isolate);
 
 	Options opts_;
+	bool handler_at_load_ = false; // handler=load
 	bool opened_ = false;
 	std::unique_ptr<perfjit::Session> session_;
 	// Held by on_asked() while it asks isolates for an interrupt, and by
@@ -666,9 +673,14 @@ int Agent::start(v8::Local<v8::Context> context, std::string &why)
 		return 1;
 	if (!opened_) {
 		Options o;
+		bool at_load = false;
 		auto bad = perfjit::agent::for_each_option(
 			getenv("PERFJIT_NODE"),
-			[&o](const std::string &key, const std::string &val) {
+			[&o, &at_load](const std::string &key, const std::string &val) {
+				if (key == "handler" && (val == "ask" || val == "load")) {
+					at_load = val == "load";
+					return true;
+				}
 				return perfjit::agent::parse_common(key, val, o);
 			});
 		if (bad) {
@@ -687,6 +699,7 @@ int Agent::start(v8::Local<v8::Context> context, std::string &why)
 			return -s->error().value();
 		}
 		opts_ = std::move(o);
+		handler_at_load_ = at_load;
 		session_ = std::move(s);
 		opened_ = true;
 	}
@@ -704,7 +717,7 @@ int Agent::start(v8::Local<v8::Context> context, std::string &why)
 
 	// A recorder that asks from now on finds the isolate; one that asked
 	// before has set what this reads.
-	if (session_->asked() == 1)
+	if (handler_at_load_ || session_->asked() == 1)
 		install(isolate);
 	return 0;
 }
