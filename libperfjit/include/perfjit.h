@@ -93,9 +93,9 @@ struct perfjit_options {
 	 */
 	uint64_t max_dir_bytes;
 	/*
-	 * Called each time a recorder asks for the process's code, after the
-	 * session's rundown: on the library's thread, or in perfjit_rundown()
-	 * with PERFJIT_OPEN_NO_THREAD. For a runtime whose reporting costs even
+	 * Called after each rundown of the session: on the library's thread
+	 * when a recorder asks, or in perfjit_rundown() (not in one that the
+	 * callback itself calls, on its thread). For a runtime whose reporting costs even
 	 * while nobody records (V8's code-event handler slows its compiler),
 	 * which then reports nothing until perfjit_asked() is 1 or this is
 	 * called, and then reports the code that exists (one perfjit_load_many()
@@ -206,7 +206,8 @@ PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const v
  * once asked, code that had run before (perfjit_options::on_asked). Code
  * loaded or unloaded meanwhile is announced in order. 0 also when nobody
  * records. From the first rundown on, loads and unloads are announced as
- * they come.
+ * they come and perfjit_asked() is 1, whether or not anybody records: a
+ * runtime calls it once a recorder asked.
  */
 PERFJIT_API int perfjit_rundown(perfjit_session *session);
 /*

@@ -231,7 +231,7 @@ private:
 	static void on_scripts(v8::Isolate *isolate, void *);
 	static void on_asked(void *);
 	static void on_install(void *isolate);
-	void install(v8::Isolate *isolate);
+	void install(v8::Isolate *isolate, bool on_ask);
 	void event(const v8::JitCodeEvent *event);
 	void code_added(const v8::JitCodeEvent *event);
 	void add_region(const v8::JitCodeEvent *e, IsolateState &is, std::string name,
@@ -601,17 +601,18 @@ void Agent::on_asked(void *)
 }
 
 // On the isolate's thread, JavaScript stopped between two steps or the
-// event loop between two callbacks (or the Environment being freed, when
-// stop() has forgotten the isolate).
+// event loop between two callbacks; or while the Environment is freed,
+// before stop() (Node drains interrupts first): the isolate's code is
+// then reported only to be unloaded by stop().
 void Agent::on_install(void *isolate)
 {
-	get().install(static_cast<v8::Isolate *>(isolate));
+	get().install(static_cast<v8::Isolate *>(isolate), true);
 }
 
 // Installs the handler in @isolate, once: V8 reports the existing code from
 // within SetJitCodeEventHandler(), on this thread (and may post moves
 // meanwhile), which is collected and loaded as one batch.
-void Agent::install(v8::Isolate *isolate)
+void Agent::install(v8::Isolate *isolate, bool on_ask)
 {
 	std::unique_lock<std::mutex> guard(lock_);
 	IsolateState *is = state_of(isolate);
@@ -620,7 +621,7 @@ void Agent::install(v8::Isolate *isolate)
 		return;
 	is->handler = true;
 	is->enumerating = true;
-	if (is->requested)
+	if (on_ask)
 		on_ask_++;
 	guard.unlock();
 	{
@@ -653,7 +654,10 @@ void Agent::install(v8::Isolate *isolate)
 	// The batch is code that ran before now, perhaps while a recorder
 	// that asked waited for this interrupt: announced again as a rundown,
 	// live from before, so that the recorder names those samples too.
-	if (loaded && session_->mode() == PERFJIT_MODE_CODE_REGION && session_->rundown()) {
+	// Not before a recorder asked (handler=load): a rundown would have
+	// the library announce and store with nobody recording.
+	if (loaded && session_->mode() == PERFJIT_MODE_CODE_REGION && session_->asked() == 1 &&
+	    session_->rundown()) {
 		std::lock_guard<std::mutex> again(lock_);
 		errors_++;
 	}
@@ -718,7 +722,7 @@ int Agent::start(v8::Local<v8::Context> context, std::string &why)
 	// A recorder that asks from now on finds the isolate; one that asked
 	// before has set what this reads.
 	if (handler_at_load_ || session_->asked() == 1)
-		install(isolate);
+		install(isolate, false);
 	return 0;
 }
 

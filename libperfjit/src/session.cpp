@@ -995,8 +995,14 @@ int perfjit_session::rundown()
 		if (ret < 0 && !err)
 			err = ret;
 	}
-	if (on_asked)
+	// Not from a rundown that the callback itself runs: the runtime's
+	// answer to it may be perfjit_rundown().
+	static thread_local bool in_on_asked = false;
+	if (on_asked && !in_on_asked) {
+		in_on_asked = true;
 		on_asked(on_asked_arg);
+		in_on_asked = false;
+	}
 	return err;
 }
 

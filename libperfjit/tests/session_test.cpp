@@ -1059,6 +1059,38 @@ TEST_F(CodeRegion, OnAskedAfterEachRequest)
 	EXPECT_TRUE(eventually([&] { return asked.calls.load() >= 2; }));
 }
 
+// A runtime that answers on_asked with perfjit_rundown() (it loaded the
+// code it had, as the callback's documentation says) gets no second call
+// from that rundown: no recursion.
+TEST_F(CodeRegion, OnAskedAnsweredWithARundown)
+{
+	session_.reset();
+	struct Asked {
+		int calls = 0;
+		int inner = 1;
+		perfjit_session *s = nullptr;
+	} asked;
+	opts_ = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+	opts_.flags = PERFJIT_OPEN_NO_THREAD;
+	opts_.on_asked = [](void *arg) {
+		auto *a = static_cast<Asked *>(arg);
+		a->calls++;
+		a->inner = perfjit_rundown(a->s);
+	};
+	opts_.on_asked_arg = &asked;
+	session_ = std::make_unique<perfjit::Session>(&opts_);
+	ASSERT_TRUE(session_->ok()) << session_->error().message();
+	asked.s = session_->get();
+
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	struct pollfd pfd = {session_->rundown_fd(), POLLIN, 0};
+	ASSERT_EQ(poll(&pfd, 1, 5000), 1);
+	ASSERT_FALSE(session_->rundown());
+	EXPECT_EQ(asked.calls, 1);
+	EXPECT_EQ(asked.inner, 0);
+}
+
 // Each request gets a rundown: a recorder that asks again (perf record
 // does when its buffer lost records) gets every live function again.
 TEST_F(CodeRegion, RundownForEachRequest)
