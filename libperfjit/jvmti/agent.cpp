@@ -25,6 +25,14 @@
 //                capabilities are not asked for); the agent also goes on
 //                without them when the JVM refuses them
 //   stats=1      print the agent's counters when the JVM exits
+//   events=ask   no code events until a recorder asks for the JVM's code
+//                (the default): the JVM then reports the code that exists
+//                (GenerateEvents), announced as live from before, and each
+//                compile from then on. At once when a recorder watches
+//                from the start (perf record -- java), and in the modes
+//                that write files (perf-map, jitdump)
+//   events=load  code events from the start: a method's generations count
+//                its compiles before the first recorder too
 //   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
 //   dir=PATH     the build-id cache for side files ($PERF_BUILDID_DIR,
 //                else ~/.debug)
@@ -37,6 +45,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -60,6 +69,7 @@ struct Options : perfjit::agent::CommonOptions {
 	Signatures sig = Signatures::params;
 	bool generation_names = false;
 	bool inlining = true;
+	bool events_at_load = false;
 };
 
 void warn(const char *fmt, const std::string &arg)
@@ -82,6 +92,8 @@ std::optional<Options> parse_options(const char *text)
 				o.generation_names = val == "name";
 			else if (key == "inline" && (val == "0" || val == "1"))
 				o.inlining = val == "1";
+			else if (key == "events" && (val == "ask" || val == "load"))
+				o.events_at_load = val == "load";
 			else
 				return perfjit::agent::parse_common(key, val, o);
 			return true;
@@ -222,7 +234,8 @@ public:
 	static std::atomic<Agent *> instance;
 
 	Agent(jvmtiEnv *jvmti, Options opts) : jvmti_(jvmti), opts_(std::move(opts)) {}
-	int start(bool live);
+	int start(JavaVM *vm, bool live);
+	void vm_init(JNIEnv *jni);
 	void compiled(jmethodID method, jint size, const void *addr, jint map_len,
 		      const jvmtiAddrLocationMap *map, const void *info);
 	void unloaded(jmethodID method, const void *addr);
@@ -235,6 +248,10 @@ private:
 	int load(perfjit_code &code, jmethodID owner);
 	uint32_t next_generation(jmethodID id);
 	void print_stats();
+	int enable_events(bool replay);
+	int start_asker(JNIEnv *jni);
+	void asked();
+	void ask_loop();
 
 	jvmtiEnv *jvmti_;
 	Options opts_;
@@ -264,6 +281,15 @@ private:
 	std::unordered_map<jmethodID, uint32_t> generations_;
 	// The counters that stats=1 prints.
 	std::atomic<uint64_t> loads_{0}, unloads_{0}, replayed_{0}, classes_gone_{0};
+	// The code events, on from the start or from the first ask; an ask
+	// before then wakes the agent's thread (ask_loop()), which turns them
+	// on: the library's thread that calls on_asked is not the JVM's.
+	std::mutex events_lock_;
+	std::atomic<bool> events_on_{false};
+	std::mutex ask_lock_;
+	std::condition_variable ask_cv_;
+	bool ask_pending_ = false, quit_ = false;
+	std::atomic<uint64_t> on_ask_{0};
 };
 
 std::atomic<Agent *> Agent::instance{nullptr};
@@ -566,15 +592,23 @@ void Agent::print_stats()
 	}
 	fprintf(stderr,
 		"libperfjit-jvmti: stats: %zu regions live, %zu methods counted, %llu loads, "
-		"%llu unloads, %llu replayed loads ignored, %llu methods gone with their class\n",
+		"%llu unloads, %llu replayed loads ignored, %llu methods gone with their class, "
+		"%llu events on ask\n",
 		owners, generations, static_cast<unsigned long long>(loads_.load()),
 		static_cast<unsigned long long>(unloads_.load()),
 		static_cast<unsigned long long>(replayed_.load()),
-		static_cast<unsigned long long>(classes_gone_.load()));
+		static_cast<unsigned long long>(classes_gone_.load()),
+		static_cast<unsigned long long>(on_ask_.load()));
 }
 
 void Agent::stop()
 {
+	{
+		std::lock_guard<std::mutex> ask(ask_lock_);
+
+		quit_ = true;
+	}
+	ask_cv_.notify_all();
 	std::unique_lock<std::shared_mutex> guard(session_lock_);
 
 	if (session_ && opts_.stats)
@@ -619,7 +653,123 @@ void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 		a->stop();
 }
 
-int Agent::start(bool live)
+void JNICALL on_vm_init(jvmtiEnv *, JNIEnv *jni, jthread)
+{
+	if (Agent *a = Agent::instance.load())
+		a->vm_init(jni);
+}
+
+// The code events: CompiledMethodLoad and its unload, DynamicCodeGenerated.
+// With @replay, the JVM then reports the code that exists (GenerateEvents),
+// as an attach needs: code that the live events report meanwhile comes
+// twice, and claim() takes the replay for what it is.
+int Agent::enable_events(bool replay)
+{
+	std::lock_guard<std::mutex> guard(events_lock_);
+
+	if (events_on_)
+		return JNI_OK;
+	for (jvmtiEvent e : {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+			     JVMTI_EVENT_DYNAMIC_CODE_GENERATED}) {
+		if (jvmti_->SetEventNotificationMode(JVMTI_ENABLE, e, nullptr) != JVMTI_ERROR_NONE)
+			return JNI_ERR;
+	}
+	events_on_ = true;
+	if (replay) {
+		replaying_ = true;
+		for (jvmtiEvent e :
+		     {JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_COMPILED_METHOD_LOAD}) {
+			const jvmtiError err = jvmti_->GenerateEvents(e);
+
+			if (err != JVMTI_ERROR_NONE)
+				warn("%s", "the code compiled before is not named (JVMTI error " +
+						   std::to_string(err) + ")");
+		}
+		replaying_ = false;
+	}
+	return JNI_OK;
+}
+
+// The library's thread: a recorder asked for the process's code. Until the
+// events are on, the agent's thread turns them on.
+void Agent::asked()
+{
+	if (events_on_)
+		return;
+	{
+		std::lock_guard<std::mutex> guard(ask_lock_);
+
+		ask_pending_ = true;
+	}
+	ask_cv_.notify_all();
+}
+
+// The agent's thread (a JVMTI agent thread, so that it may call JVMTI):
+// waits for the first ask, then turns the events on. The code the JVM
+// reports then ran before, perhaps while the recorder that asked waited:
+// announced again as a rundown, live from before, so that the recorder
+// names those samples too. Later asks get the library's rundowns alone.
+void Agent::ask_loop()
+{
+	{
+		std::unique_lock<std::mutex> guard(ask_lock_);
+
+		ask_cv_.wait(guard, [this] { return quit_ || ask_pending_; });
+		if (quit_)
+			return;
+	}
+	if (enable_events(true) != JNI_OK) {
+		warn("%s", "cannot turn on the JVM's code events: nothing is named");
+		return;
+	}
+	on_ask_++;
+	std::shared_lock<std::shared_mutex> guard(session_lock_);
+
+	if (session_)
+		(void)session_->rundown();
+}
+
+int Agent::start_asker(JNIEnv *jni)
+{
+	jclass cls = jni->FindClass("java/lang/Thread");
+	jmethodID init = cls ? jni->GetMethodID(cls, "<init>", "(Ljava/lang/String;)V") : nullptr;
+	jstring name = init ? jni->NewStringUTF("libperfjit-jvmti") : nullptr;
+	jobject thread = name ? jni->NewObject(cls, init, name) : nullptr;
+	jvmtiError err = JVMTI_ERROR_INTERNAL;
+
+	if (thread)
+		err = jvmti_->RunAgentThread(
+			thread,
+			[](jvmtiEnv *, JNIEnv *, void *arg) {
+				static_cast<Agent *>(arg)->ask_loop();
+			},
+			this, JVMTI_THREAD_NORM_PRIORITY);
+	if (jni->ExceptionCheck())
+		jni->ExceptionClear();
+	for (jobject ref : {static_cast<jobject>(cls), static_cast<jobject>(name), thread}) {
+		if (ref)
+			jni->DeleteLocalRef(ref);
+	}
+	return err == JVMTI_ERROR_NONE ? JNI_OK : JNI_ERR;
+}
+
+// The JVM is up (-agentpath): the agent's thread can start, or, should it
+// not, the events go on now.
+void Agent::vm_init(JNIEnv *jni)
+{
+	if (events_on_ || start_asker(jni) == JNI_OK)
+		return;
+	warn("%s", "no thread of its own: the JVM's code events are on from now");
+	(void)enable_events(true);
+}
+
+// Until a recorder asks for the JVM's code, no code events (events=ask):
+// with them the JVM reports each compile, and the agent reads the method's
+// names, lines and inlining and the library keeps a copy of its code,
+// about 2% of the bench's JVM run with nobody recording. They are on at
+// once when a recorder watches the JVM already (perf record -- java), the
+// mode writes files (perf-map, jitdump), or events=load.
+int Agent::start(JavaVM *vm, bool live)
 {
 	jvmtiCapabilities caps{};
 	caps.can_generate_compiled_method_load_events = 1;
@@ -644,6 +794,8 @@ int Agent::start(bool live)
 	po.fallback = PERFJIT_MODE_PERF_MAP;
 	po.buildid_dir = opts_.dir.empty() ? nullptr : opts_.dir.c_str();
 	po.max_dir_bytes = opts_.max_dir;
+	po.on_asked = [](void *arg) { static_cast<Agent *>(arg)->asked(); };
+	po.on_asked_arg = this;
 	auto session = std::make_unique<perfjit::Session>(&po);
 	if (!session->ok()) {
 		warn("%s", "cannot open a libperfjit session: " + session->error().message());
@@ -656,29 +808,28 @@ int Agent::start(bool live)
 	cb.CompiledMethodUnload = on_compiled_method_unload;
 	cb.DynamicCodeGenerated = on_dynamic_code;
 	cb.VMDeath = on_vm_death;
-	if (jvmti_->SetEventCallbacks(&cb, sizeof(cb)) != JVMTI_ERROR_NONE)
+	cb.VMInit = on_vm_init;
+	if (jvmti_->SetEventCallbacks(&cb, sizeof(cb)) != JVMTI_ERROR_NONE ||
+	    jvmti_->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_VM_DEATH, nullptr) !=
+		    JVMTI_ERROR_NONE)
 		return JNI_ERR;
-	for (jvmtiEvent e : {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-			     JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH}) {
-		if (jvmti_->SetEventNotificationMode(JVMTI_ENABLE, e, nullptr) != JVMTI_ERROR_NONE)
-			return JNI_ERR;
-	}
-	// Loaded into a running JVM: the code compiled before is announced
-	// now. Later recorders get the library's rundown of all of it.
-	if (live) {
-		replaying_ = true;
-		for (jvmtiEvent e :
-		     {JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_COMPILED_METHOD_LOAD}) {
-			const jvmtiError err = jvmti_->GenerateEvents(e);
-
-			if (err != JVMTI_ERROR_NONE)
-				warn("%s", "the code compiled before the attach is not named "
-					   "(JVMTI error " +
-						   std::to_string(err) + ")");
-		}
-		replaying_ = false;
-	}
-	return JNI_OK;
+	// Loaded into a running JVM, the code compiled before is reported
+	// when the events go on; later recorders get the library's rundown
+	// of all of it.
+	if (opts_.events_at_load || session_->mode() != PERFJIT_MODE_CODE_REGION ||
+	    session_->asked() == 1)
+		return enable_events(live);
+	if (!live)
+		return jvmti_->SetEventNotificationMode(JVMTI_ENABLE, JVMTI_EVENT_VM_INIT,
+							nullptr) == JVMTI_ERROR_NONE
+			       ? JNI_OK
+			       : JNI_ERR;
+	JNIEnv *jni = nullptr;
+	if (vm->GetEnv(reinterpret_cast<void **>(&jni), JNI_VERSION_1_6) == JNI_OK &&
+	    start_asker(jni) == JNI_OK)
+		return JNI_OK;
+	warn("%s", "no thread of its own: the JVM's code events are on from now");
+	return enable_events(true);
 }
 
 jint start_agent(JavaVM *vm, const char *options, bool live)
@@ -705,10 +856,11 @@ jint start_agent(JavaVM *vm, const char *options, bool live)
 		// Never freed, also when it fails: once events are enabled, a
 		// compiler thread may be in a callback.
 		Agent *a = agent.release();
-		if (a->start(live) != JNI_OK) {
+		if (a->start(vm, live) != JNI_OK) {
 			for (jvmtiEvent e :
 			     {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-			      JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH})
+			      JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH,
+			      JVMTI_EVENT_VM_INIT})
 				jvmti->SetEventNotificationMode(JVMTI_DISABLE, e, nullptr);
 			a->stop();
 			// A later attach starts afresh, with an environment of its own.
