@@ -30,7 +30,10 @@
 //                (GenerateEvents), announced as live from before, and each
 //                compile from then on. At once when a recorder watches
 //                from the start (perf record -- java), and in the modes
-//                that write files (perf-map, jitdump)
+//                that write files (perf-map, jitdump). HotSpot records PCs
+//                between safepoints only while the events are on: code
+//                compiled before the ask has finer lines and inlining
+//                with -XX:+DebugNonSafepoints
 //   events=load  code events from the start: a method's generations count
 //                its compiles before the first recorder too
 //   mode=auto|code-region|perf-map|jitdump  (libperfjit's modes)
@@ -256,8 +259,8 @@ private:
 	jvmtiEnv *jvmti_;
 	Options opts_;
 	bool can_lines_ = false; // the JVM gave the source and line capabilities
-	// Shared by the callbacks, which the JVM's compiler threads run at
-	// once; stop() takes it alone to close the session.
+	// Shared by the callbacks, which JVM threads run at once; stop()
+	// takes it alone to close the session.
 	std::shared_mutex session_lock_;
 	std::unique_ptr<perfjit::Session> session_;
 	// Who owns the code at each address, for CompiledMethodUnload: the
@@ -271,8 +274,8 @@ private:
 	};
 	std::mutex owners_lock_;
 	std::unordered_map<const void *, Owner> owners_;
-	// While GenerateEvents replays the code compiled before an attach:
-	// the JVM may report code twice, live and replayed.
+	// While GenerateEvents replays the code compiled before an attach or
+	// the first ask: the JVM may report code twice, live and replayed.
 	std::atomic<bool> replaying_{false};
 	// How many times each method with live code, or whose class lives,
 	// was compiled: its next generation. Dropped when its code is
@@ -355,7 +358,7 @@ bool Agent::claim(const void *addr, jmethodID owner, jint size)
 }
 
 // Announces @code, claimed by claim(): without the owners' lock, which
-// compiler threads share, as the library hashes the code.
+// the callbacks' threads share, as the library copies the code.
 int Agent::load(perfjit_code &code, jmethodID owner)
 {
 	std::shared_lock<std::shared_mutex> guard(session_lock_);
@@ -655,38 +658,56 @@ void JNICALL on_vm_death(jvmtiEnv *, JNIEnv *)
 
 void JNICALL on_vm_init(jvmtiEnv *, JNIEnv *jni, jthread)
 {
-	if (Agent *a = Agent::instance.load())
-		a->vm_init(jni);
+	try {
+		if (Agent *a = Agent::instance.load())
+			a->vm_init(jni);
+	} catch (...) {
+	}
 }
+
+constexpr jvmtiEvent kCodeEvents[] = {JVMTI_EVENT_COMPILED_METHOD_LOAD,
+				      JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
+				      JVMTI_EVENT_DYNAMIC_CODE_GENERATED};
 
 // The code events: CompiledMethodLoad and its unload, DynamicCodeGenerated.
 // With @replay, the JVM then reports the code that exists (GenerateEvents),
-// as an attach needs: code that the live events report meanwhile comes
-// twice, and claim() takes the replay for what it is.
+// as an attach or the first ask needs: code that the live events report
+// meanwhile comes twice, and claim() takes the replay for what it is. That
+// code ran before: once a recorder asked, it is announced again as a
+// rundown, live from before, so that the recorder names the samples it
+// took while it waited.
 int Agent::enable_events(bool replay)
 {
 	std::lock_guard<std::mutex> guard(events_lock_);
 
 	if (events_on_)
 		return JNI_OK;
-	for (jvmtiEvent e : {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-			     JVMTI_EVENT_DYNAMIC_CODE_GENERATED}) {
-		if (jvmti_->SetEventNotificationMode(JVMTI_ENABLE, e, nullptr) != JVMTI_ERROR_NONE)
+	for (jvmtiEvent e : kCodeEvents) {
+		if (jvmti_->SetEventNotificationMode(JVMTI_ENABLE, e, nullptr) !=
+		    JVMTI_ERROR_NONE) {
+			for (jvmtiEvent on : kCodeEvents)
+				jvmti_->SetEventNotificationMode(JVMTI_DISABLE, on, nullptr);
 			return JNI_ERR;
+		}
 	}
 	events_on_ = true;
-	if (replay) {
-		replaying_ = true;
-		for (jvmtiEvent e :
-		     {JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_COMPILED_METHOD_LOAD}) {
-			const jvmtiError err = jvmti_->GenerateEvents(e);
+	if (!replay)
+		return JNI_OK;
+	replaying_ = true;
+	for (jvmtiEvent e :
+	     {JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_COMPILED_METHOD_LOAD}) {
+		const jvmtiError err = jvmti_->GenerateEvents(e);
 
-			if (err != JVMTI_ERROR_NONE)
-				warn("%s", "the code compiled before is not named (JVMTI error " +
-						   std::to_string(err) + ")");
-		}
-		replaying_ = false;
+		// (The JVM is going away: nothing to say.)
+		if (err != JVMTI_ERROR_NONE && err != JVMTI_ERROR_WRONG_PHASE)
+			warn("%s", "the code compiled before is not named (JVMTI error " +
+					   std::to_string(err) + ")");
 	}
+	replaying_ = false;
+	std::shared_lock<std::shared_mutex> session(session_lock_);
+
+	if (session_ && session_->asked() == 1)
+		(void)session_->rundown();
 	return JNI_OK;
 }
 
@@ -705,10 +726,8 @@ void Agent::asked()
 }
 
 // The agent's thread (a JVMTI agent thread, so that it may call JVMTI):
-// waits for the first ask, then turns the events on. The code the JVM
-// reports then ran before, perhaps while the recorder that asked waited:
-// announced again as a rundown, live from before, so that the recorder
-// names those samples too. Later asks get the library's rundowns alone.
+// waits for the first ask, then turns the events on, with a replay. Later
+// asks get the library's rundowns alone.
 void Agent::ask_loop()
 {
 	{
@@ -718,15 +737,10 @@ void Agent::ask_loop()
 		if (quit_)
 			return;
 	}
-	if (enable_events(true) != JNI_OK) {
+	if (enable_events(true) == JNI_OK)
+		on_ask_++;
+	else if (!quit_)
 		warn("%s", "cannot turn on the JVM's code events: nothing is named");
-		return;
-	}
-	on_ask_++;
-	std::shared_lock<std::shared_mutex> guard(session_lock_);
-
-	if (session_)
-		(void)session_->rundown();
 }
 
 int Agent::start_asker(JNIEnv *jni)
@@ -741,7 +755,10 @@ int Agent::start_asker(JNIEnv *jni)
 		err = jvmti_->RunAgentThread(
 			thread,
 			[](jvmtiEnv *, JNIEnv *, void *arg) {
-				static_cast<Agent *>(arg)->ask_loop();
+				try {
+					static_cast<Agent *>(arg)->ask_loop();
+				} catch (...) {
+				}
 			},
 			this, JVMTI_THREAD_NORM_PRIORITY);
 	if (jni->ExceptionCheck())
@@ -759,16 +776,19 @@ void Agent::vm_init(JNIEnv *jni)
 {
 	if (events_on_ || start_asker(jni) == JNI_OK)
 		return;
-	warn("%s", "no thread of its own: the JVM's code events are on from now");
-	(void)enable_events(true);
+	if (enable_events(true) == JNI_OK)
+		warn("%s", "no thread of its own: the JVM's code events are on from now");
+	else
+		warn("%s", "cannot turn on the JVM's code events: nothing is named");
 }
 
 // Until a recorder asks for the JVM's code, no code events (events=ask):
 // with them the JVM reports each compile, and the agent reads the method's
 // names, lines and inlining and the library keeps a copy of its code,
-// about 2% of the bench's JVM run with nobody recording. They are on at
+// about 3% of the bench's JVM run with nobody recording. They are on at
 // once when a recorder watches the JVM already (perf record -- java), the
-// mode writes files (perf-map, jitdump), or events=load.
+// mode writes files (perf-map, jitdump, or auto on a kernel without code
+// regions), or events=load.
 int Agent::start(JavaVM *vm, bool live)
 {
 	jvmtiCapabilities caps{};
@@ -794,7 +814,12 @@ int Agent::start(JavaVM *vm, bool live)
 	po.fallback = PERFJIT_MODE_PERF_MAP;
 	po.buildid_dir = opts_.dir.empty() ? nullptr : opts_.dir.c_str();
 	po.max_dir_bytes = opts_.max_dir;
-	po.on_asked = [](void *arg) { static_cast<Agent *>(arg)->asked(); };
+	po.on_asked = [](void *arg) {
+		try {
+			static_cast<Agent *>(arg)->asked();
+		} catch (...) {
+		}
+	};
 	po.on_asked_arg = this;
 	auto session = std::make_unique<perfjit::Session>(&po);
 	if (!session->ok()) {
@@ -854,13 +879,12 @@ jint start_agent(JavaVM *vm, const char *options, bool live)
 		auto agent = std::make_unique<Agent>(jvmti, std::move(*opts));
 		Agent::instance = agent.get();
 		// Never freed, also when it fails: once events are enabled, a
-		// compiler thread may be in a callback.
+		// JVM thread may be in a callback.
 		Agent *a = agent.release();
 		if (a->start(vm, live) != JNI_OK) {
-			for (jvmtiEvent e :
-			     {JVMTI_EVENT_COMPILED_METHOD_LOAD, JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-			      JVMTI_EVENT_DYNAMIC_CODE_GENERATED, JVMTI_EVENT_VM_DEATH,
-			      JVMTI_EVENT_VM_INIT})
+			for (jvmtiEvent e : kCodeEvents)
+				jvmti->SetEventNotificationMode(JVMTI_DISABLE, e, nullptr);
+			for (jvmtiEvent e : {JVMTI_EVENT_VM_DEATH, JVMTI_EVENT_VM_INIT})
 				jvmti->SetEventNotificationMode(JVMTI_DISABLE, e, nullptr);
 			a->stop();
 			// A later attach starts afresh, with an environment of its own.
