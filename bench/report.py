@@ -955,7 +955,7 @@ class Results:
         head += [
             f"Run {i.get('date', '?')} by `make bench` (bench/run, bench/in-vm, bench/report.py); "
             f"the in-VM part took {fmt(num(i.get('elapsed_s')), 0)} s" +
-            (f", and the idle runs of a second boot whose clock counts instructions "
+            (f"; the idle runs, in a second boot whose clock counts instructions, took "
              f"{fmt(num(self.icount_info.get('elapsed_s')), 0)} s of that clock."
              if self.icount_info.get("clock") == "icount" else "."),
             "",
