@@ -95,13 +95,15 @@ struct perfjit_options {
 	/*
 	 * Called after each rundown of the session: on the library's thread
 	 * when a recorder asks, or in perfjit_rundown() (not in one that the
-	 * callback itself calls, on its thread). For a runtime whose reporting costs even
-	 * while nobody records (V8's code-event handler slows its compiler),
+	 * callback itself calls, on its thread). For a runtime whose
+	 * reporting costs even while nobody records (V8's code-event handler
+	 * slows its compiler, a JVM's code events cost it each compile),
 	 * which then reports nothing until perfjit_asked() is 1 or this is
 	 * called, and then reports the code that exists (one perfjit_load_many()
 	 * of an enumeration, then perfjit_rundown(), so that the recorder names
 	 * samples in it from before) and each load from then on.
-	 * It must return soon and must not close the session. NULL: none.
+	 * It must return soon, must not throw and must not close the session.
+	 * NULL: none.
 	 * Since libperfjit 0.4.
 	 */
 	void (*on_asked)(void *arg);

@@ -999,9 +999,13 @@ int perfjit_session::rundown()
 	// answer to it may be perfjit_rundown().
 	static thread_local bool in_on_asked = false;
 	if (on_asked && !in_on_asked) {
-		in_on_asked = true;
+		struct Flag {
+			bool &f;
+			explicit Flag(bool &flag) : f(flag) { f = true; }
+			~Flag() { f = false; }
+		} inside(in_on_asked);
+
 		on_asked(on_asked_arg);
-		in_on_asked = false;
 	}
 	return err;
 }
