@@ -80,7 +80,7 @@ bench: build
 	@bench/run
 
 series-check:
-	@$(S)/series-check
+	@$(S)/check-tree-exported
 
 export:
 	@$(S)/export-series

@@ -476,7 +476,7 @@ class Results:
             "as a symbol in the report. Samples named right: the samples whose address and time "
             "fall in a hot function's code while it was live (the demo prints both, on "
             "CLOCK_MONOTONIC like `-k 1`) and that `perf script` names after that function "
-            "(`scripts/named-samples`); perf-PID.map has one name per address for the whole run, "
+            "(`scripts/check-demo-names-by-time`); perf-PID.map has one name per address for the whole run, "
             "so where two hot functions used one address in turn, one of them gets the other's name. "
             "A step cut short by the time budget shows \"timeout\"; its "
             "time and disk are then lower bounds (\">\"). jitdump's leg runs up to "
