@@ -10,8 +10,8 @@
  * "side file" for the code in perf's build-id cache and announces the
  * region to the perf recordings that watch the process and asked for code
  * regions; perf report, annotate and script then show the code by name,
- * with no perf inject step. It needs no permission to open perf events,
- * at any perf_event_paranoid.
+ * with no perf inject step. The runtime needs no permission, at any
+ * perf_event_paranoid: it describes its own memory, as an mmap() does.
  * Until a recorder asks for the process's code, a load makes no system
  * call, hashes nothing and stores nothing. When one asks (perf record,
  * however late), the kernel signals the library, whose thread announces
@@ -30,8 +30,16 @@
  *
  * Every function returns 0 or a negative errno value; perfjit_strerror()
  * describes it. Sessions are thread-safe. After fork() the child's first
- * call opens its own perf event: a child never announces through its
- * parent's.
+ * call registers the child for rundowns of its own: the child announces
+ * its code, never the parent's, and writes fallback files of its own.
+ *
+ * The structs that grow (perfjit_options, perfjit_code) start with their
+ * size, as the caller's header had it, and are read as libbpf reads its
+ * options: a smaller struct, from an older header, leaves the fields past
+ * its size at their defaults (zero); a larger one, from a newer header,
+ * must be zero past what this library knows (else -E2BIG), so that nothing
+ * asked for is ignored. A size that cuts the first version's fields, or is
+ * not a multiple of 8, is -EINVAL.
  */
 #ifndef PERFJIT_H
 #define PERFJIT_H
@@ -108,12 +116,33 @@ struct perfjit_options {
 	 */
 	void (*on_asked)(void *arg);
 	void *on_asked_arg;
+	/*
+	 * Told what went wrong where no call could return it (a side file
+	 * that the library's thread could not store, a rundown that failed),
+	 * and what lies behind an error that a call returns (what libelf,
+	 * OpenSSL or a system call said, and about which file): one line,
+	 * without a newline, of a PERFJIT_LOG_* level. Called on any thread,
+	 * the library's own included, possibly with the session's lock held:
+	 * it must return soon, must not throw and must not call the library.
+	 * NULL: nothing is said.
+	 * Since libperfjit 0.5.
+	 */
+	void (*log)(void *arg, int level, const char *message);
+	void *log_arg;
+};
+
+/* perfjit_options::log's levels. */
+enum perfjit_log_level {
+	PERFJIT_LOG_ERROR = 0,	 /* something asked for was not done */
+	PERFJIT_LOG_WARNING = 1, /* done, but not as well as it could be */
 };
 
 /* The size of struct perfjit_options before max_dir_bytes: still accepted. */
 #define PERFJIT_OPTIONS_SIZE_VER0 offsetof(struct perfjit_options, max_dir_bytes)
 /* The size of struct perfjit_options before on_asked (libperfjit 0.3). */
 #define PERFJIT_OPTIONS_SIZE_VER1 offsetof(struct perfjit_options, on_asked)
+/* The size of struct perfjit_options before log (libperfjit 0.4). */
+#define PERFJIT_OPTIONS_SIZE_VER2 offsetof(struct perfjit_options, log)
 #define PERFJIT_DIR_DEFAULT_BYTES (256ull << 20)
 #define PERFJIT_DIR_UNBOUNDED UINT64_MAX
 
@@ -174,8 +203,8 @@ struct perfjit_code {
 	size_t nr_inlines;
 };
 
-/* The size of struct perfjit_code before perfjit_code::inlines. */
-#define PERFJIT_CODE_SIZE_VER0 72u
+/* The size of struct perfjit_code before perfjit_code::inlines (libperfjit 0.1). */
+#define PERFJIT_CODE_SIZE_VER0 offsetof(struct perfjit_code, inlines)
 
 typedef struct perfjit_session perfjit_session;
 

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <dwarf.h>
 #include <map>
 #include <string>
 
+#include "byte_writer.hpp"
 #include "side_file.hpp"
 
 namespace perfjit
@@ -19,81 +21,7 @@ namespace perfjit
 namespace
 {
 
-class Writer
-{
-public:
-	std::vector<uint8_t> bytes;
-
-	void u8(uint8_t v) { bytes.push_back(v); }
-	void u16(uint16_t v) { raw(&v, sizeof(v)); }
-	void u32(uint32_t v) { raw(&v, sizeof(v)); }
-	void u64(uint64_t v) { raw(&v, sizeof(v)); }
-	void str(const std::string &s) { raw(s.c_str(), s.size() + 1); }
-	void raw(const void *p, size_t n)
-	{
-		const auto *b = static_cast<const uint8_t *>(p);
-		bytes.insert(bytes.end(), b, b + n);
-	}
-	void uleb(uint64_t v)
-	{
-		do {
-			uint8_t b = v & 0x7f;
-
-			v >>= 7;
-			u8(v ? (b | 0x80) : b);
-		} while (v);
-	}
-	void sleb(int64_t v)
-	{
-		bool more = true;
-
-		while (more) {
-			uint8_t b = v & 0x7f;
-
-			v >>= 7;
-			more = !((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40)));
-			u8(more ? (b | 0x80) : b);
-		}
-	}
-	size_t size() const { return bytes.size(); }
-	void patch32(size_t at, uint32_t v) { memcpy(&bytes[at], &v, sizeof(v)); }
-};
-
-enum : uint8_t {
-	DW_TAG_subprogram = 0x2e,
-	DW_TAG_compile_unit = 0x11,
-	DW_TAG_inlined_subroutine = 0x1d,
-	DW_CHILDREN_no = 0,
-	DW_CHILDREN_yes = 1,
-	DW_AT_name = 0x03,
-	DW_AT_stmt_list = 0x10,
-	DW_AT_low_pc = 0x11,
-	DW_AT_high_pc = 0x12,
-	DW_AT_language = 0x13,
-	DW_AT_inline = 0x20,
-	DW_AT_producer = 0x25,
-	DW_AT_abstract_origin = 0x31,
-	DW_AT_call_file = 0x58,
-	DW_AT_call_line = 0x59,
-	DW_FORM_addr = 0x01,
-	DW_FORM_data1 = 0x0b,
-	DW_FORM_data2 = 0x05,
-	DW_FORM_data8 = 0x07,
-	DW_FORM_string = 0x08,
-	DW_FORM_udata = 0x0f,
-	DW_FORM_ref4 = 0x13,
-	DW_FORM_sec_offset = 0x17,
-	DW_INL_inlined = 1,
-	DW_LNS_copy = 0x01,
-	DW_LNS_advance_pc = 0x02,
-	DW_LNS_advance_line = 0x03,
-	DW_LNS_set_file = 0x04,
-	DW_LNS_set_column = 0x05,
-	DW_LNE_end_sequence = 0x01,
-	DW_LNE_set_address = 0x02,
-};
-
-constexpr uint16_t DW_LANG_Mips_Assembler = 0x8001;
+using Writer = ByteWriter;
 
 // The abbreviations every unit shares, at offset 0 of .debug_abbrev.
 enum Abbrev : uint8_t {

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 #include "fallback.hpp"
 
+#include "elf_host.hpp"
+
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
 #include <ctime>
 #include <elf.h>
 #include <fcntl.h>
+#include <map>
+#include <mutex>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <vector>
@@ -113,9 +117,74 @@ uint32_t gettid32()
 
 } // namespace
 
-Jitdump::~Jitdump()
+struct JitdumpFile {
+	std::mutex lock; // a load's records together, and code_index
+	UniqueFd fd;
+	void *marker = nullptr;
+	size_t marker_len = 0;
+	uint64_t code_index = 0;
+	pid_t owner = 0;
+	std::string path;
+
+	JitdumpFile() = default;
+	JitdumpFile(const JitdumpFile &) = delete;
+	JitdumpFile &operator=(const JitdumpFile &) = delete;
+	~JitdumpFile();
+
+	int create();
+	int write_record(const void *rec, size_t len, const void *tail = nullptr,
+			 size_t tail_len = 0);
+	int write_debug_info(uint64_t addr, const CodeImage &image);
+	int write_unwinding_info(const CodeImage &image);
+};
+
+namespace
 {
-	close();
+
+// The jitdump files of the process, by path, while a session has one.
+std::mutex g_jitdump_lock;
+std::map<std::string, std::weak_ptr<JitdumpFile>> g_jitdumps;
+
+} // namespace
+
+JitdumpFile::~JitdumpFile()
+{
+	// A child of fork() that drops its parent's file writes nothing to it.
+	if (fd && owner == getpid()) {
+		JitRecordHeader rec{JIT_CODE_CLOSE, sizeof(JitRecordHeader), monotonic_ns()};
+
+		write_record(&rec, sizeof(rec));
+	}
+	if (marker)
+		munmap(marker, marker_len);
+}
+
+int JitdumpFile::create()
+{
+	owner = getpid();
+	fd.reset(::open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644));
+	if (!fd)
+		return -errno;
+
+	JitHeader h{};
+	h.magic = kJitdumpMagic;
+	h.version = 1;
+	h.total_size = sizeof(h);
+	h.elf_mach = host::kElfMachine;
+	h.pid = owner;
+	h.timestamp = monotonic_ns();
+	const int err = write_record(&h, sizeof(h));
+	if (err)
+		return err;
+
+	// The marker perf record sees as an MMAP of this file.
+	marker_len = sysconf(_SC_PAGESIZE);
+	marker = mmap(nullptr, marker_len, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd.get(), 0);
+	if (marker == MAP_FAILED) {
+		marker = nullptr;
+		return -errno;
+	}
+	return 0;
 }
 
 int Jitdump::open(const std::string &dir)
@@ -124,33 +193,41 @@ int Jitdump::open(const std::string &dir)
 
 	if (err)
 		return err;
-	path_ = dir + "/jit-" + std::to_string(getpid()) + ".dump";
-	fd_.reset(::open(path_.c_str(), O_CREAT | O_TRUNC | O_RDWR | O_CLOEXEC, 0644));
-	if (!fd_)
-		return -errno;
-
-	JitHeader h{};
-	h.magic = kJitdumpMagic;
-	h.version = 1;
-	h.total_size = sizeof(h);
-	h.elf_mach = EM_X86_64;
-	h.pid = getpid();
-	h.timestamp = monotonic_ns();
-	err = write_record(&h, sizeof(h));
-	if (err)
-		return err;
-
-	// The marker perf record sees as an MMAP of this file.
-	marker_len_ = sysconf(_SC_PAGESIZE);
-	marker_ = mmap(nullptr, marker_len_, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd_.get(), 0);
-	if (marker_ == MAP_FAILED) {
-		marker_ = nullptr;
-		return -errno;
+	const std::string path = dir + "/jit-" + std::to_string(getpid()) + ".dump";
+	std::lock_guard<std::mutex> guard(g_jitdump_lock);
+	// A child of fork() has its own path: its parent's entry goes.
+	for (auto it = g_jitdumps.begin(); it != g_jitdumps.end();) {
+		auto file = it->second.lock();
+		it = file && file->owner == getpid() ? std::next(it) : g_jitdumps.erase(it);
 	}
+	std::shared_ptr<JitdumpFile> file = g_jitdumps[path].lock();
+	if (!file) {
+		file = std::make_shared<JitdumpFile>();
+		file->path = path;
+		err = file->create();
+		if (err) {
+			g_jitdumps.erase(path);
+			return err;
+		}
+		g_jitdumps[path] = file;
+	}
+	file_ = std::move(file);
 	return 0;
 }
 
-int Jitdump::write_record(const void *rec, size_t len, const void *tail, size_t tail_len)
+void Jitdump::close()
+{
+	file_.reset();
+}
+
+const std::string &Jitdump::path() const
+{
+	static const std::string none;
+
+	return file_ ? file_->path : none;
+}
+
+int JitdumpFile::write_record(const void *rec, size_t len, const void *tail, size_t tail_len)
 {
 	std::vector<uint8_t> buf(static_cast<const uint8_t *>(rec),
 				 static_cast<const uint8_t *>(rec) + len);
@@ -158,9 +235,7 @@ int Jitdump::write_record(const void *rec, size_t len, const void *tail, size_t 
 	if (tail_len)
 		buf.insert(buf.end(), static_cast<const uint8_t *>(tail),
 			   static_cast<const uint8_t *>(tail) + tail_len);
-	// One write() per record, so that records of concurrent sessions never
-	// interleave within a record.
-	const ssize_t n = write(fd_.get(), buf.data(), buf.size());
+	const ssize_t n = write(fd.get(), buf.data(), buf.size());
 
 	if (n < 0)
 		return -errno;
@@ -168,13 +243,13 @@ int Jitdump::write_record(const void *rec, size_t len, const void *tail, size_t 
 		return 0;
 	// A record cut short (a full disk) would make every later record
 	// unreadable: take its first part back.
-	const off_t end = lseek(fd_.get(), 0, SEEK_CUR);
-	if (end >= n && ftruncate(fd_.get(), end - n) == 0)
-		lseek(fd_.get(), end - n, SEEK_SET);
+	const off_t end = lseek(fd.get(), 0, SEEK_CUR);
+	if (end >= n && ftruncate(fd.get(), end - n) == 0)
+		lseek(fd.get(), end - n, SEEK_SET);
 	return -ENOSPC;
 }
 
-int Jitdump::write_debug_info(uint64_t addr, const CodeImage &image)
+int JitdumpFile::write_debug_info(uint64_t addr, const CodeImage &image)
 {
 	std::vector<uint8_t> entries;
 
@@ -206,7 +281,7 @@ int Jitdump::write_debug_info(uint64_t addr, const CodeImage &image)
 // address after the code, as libperfjit's side files do, and the header
 // right after it; the header is made for that place. Applies to the next
 // code load. A table it cannot index goes without, as in a side file.
-int Jitdump::write_unwinding_info(const CodeImage &image)
+int JitdumpFile::write_unwinding_info(const CodeImage &image)
 {
 	const uint64_t eh_addr = (image.code.size() + 7) & ~uint64_t{7};
 	const uint64_t hdr_addr = eh_addr + image.eh_frame.size();
@@ -231,16 +306,20 @@ int Jitdump::write_unwinding_info(const CodeImage &image)
 
 int Jitdump::load(uint64_t addr, const CodeImage &image, uint64_t &index)
 {
-	if (!fd_)
+	if (!file_)
 		return -EBADF;
+	JitdumpFile &f = *file_;
+	// The unwinding record applies to the next load: no other session's
+	// record between them.
+	std::lock_guard<std::mutex> guard(f.lock);
 	if (!image.eh_frame.empty()) {
-		int err = write_unwinding_info(image);
+		int err = f.write_unwinding_info(image);
 
 		if (err)
 			return err;
 	}
 	if (!image.lines.empty()) {
-		int err = write_debug_info(addr, image);
+		int err = f.write_debug_info(addr, image);
 
 		if (err)
 			return err;
@@ -259,13 +338,16 @@ int Jitdump::load(uint64_t addr, const CodeImage &image, uint64_t &index)
 	rec.vma = addr;
 	rec.code_addr = addr;
 	rec.code_size = image.code.size();
-	rec.code_index = index = code_index_++;
-	return write_record(&rec, sizeof(rec), tail.data(), tail.size());
+	rec.code_index = f.code_index;
+	const int err = f.write_record(&rec, sizeof(rec), tail.data(), tail.size());
+	if (!err)
+		index = f.code_index++;
+	return err;
 }
 
 int Jitdump::move(uint64_t from, uint64_t to, uint64_t len, uint64_t index)
 {
-	if (!fd_)
+	if (!file_)
 		return -EBADF;
 
 	JitCodeMove rec{};
@@ -279,23 +361,8 @@ int Jitdump::move(uint64_t from, uint64_t to, uint64_t len, uint64_t index)
 	rec.new_code_addr = to;
 	rec.code_size = len;
 	rec.code_index = index;
-	return write_record(&rec, sizeof(rec));
-}
-
-int Jitdump::close()
-{
-	int err = 0;
-
-	if (fd_) {
-		JitRecordHeader rec{JIT_CODE_CLOSE, sizeof(JitRecordHeader), monotonic_ns()};
-
-		err = write_record(&rec, sizeof(rec));
-	}
-	if (marker_)
-		munmap(marker_, marker_len_);
-	marker_ = nullptr;
-	fd_.reset();
-	return err;
+	std::lock_guard<std::mutex> guard(file_->lock);
+	return file_->write_record(&rec, sizeof(rec));
 }
 
 } // namespace perfjit

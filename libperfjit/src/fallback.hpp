@@ -32,36 +32,30 @@ private:
 	std::string path_;
 };
 
+// The process's jitdump file (jit-<pid>.dump), shared by its jitdump
+// sessions: one header, one code index, the records of one load together.
+// Written and closed (the JIT_CODE_CLOSE record) by the process that
+// created it; a child of fork() that drops it leaves it alone.
+struct JitdumpFile;
+
 // The jitdump format of tools/perf/Documentation/jitdump-specification.txt,
 // with CLOCK_MONOTONIC timestamps (perf record -k 1).
 class Jitdump
 {
 public:
-	Jitdump() = default;
-	Jitdump(const Jitdump &) = delete;
-	Jitdump &operator=(const Jitdump &) = delete;
-	~Jitdump();
-
-	// Creates <dir>/jit-<pid>.dump, writes the header and maps the file
-	// executable, which is how perf inject finds it in perf.data.
+	// Opens <dir>/jit-<pid>.dump: creates it, writes the header and maps
+	// the file executable (which is how perf inject finds it in
+	// perf.data), or shares the one another session of the process has.
 	int open(const std::string &dir);
 	// @index: the code index the load got, which a move refers to.
 	int load(uint64_t addr, const CodeImage &image, uint64_t &index);
 	int move(uint64_t from, uint64_t to, uint64_t len, uint64_t index);
-	int close();
-	const std::string &path() const { return path_; }
+	// This session's part: the last to close writes JIT_CODE_CLOSE.
+	void close();
+	const std::string &path() const;
 
 private:
-	int write_record(const void *rec, size_t len, const void *tail = nullptr,
-			 size_t tail_len = 0);
-	int write_debug_info(uint64_t addr, const CodeImage &image);
-	int write_unwinding_info(const CodeImage &image);
-
-	UniqueFd fd_;
-	void *marker_ = nullptr;
-	size_t marker_len_ = 0;
-	uint64_t code_index_ = 0;
-	std::string path_;
+	std::shared_ptr<JitdumpFile> file_;
 };
 
 uint64_t monotonic_ns();

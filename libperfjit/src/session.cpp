@@ -45,12 +45,9 @@ constexpr std::chrono::milliseconds kPackDelay{100};
 // Bumped in every child after fork(): a session compares it with the value
 // it saw last to notice that it now lives in a child.
 std::atomic<unsigned> g_fork_generation{0};
+// The library's one pthread_atfork() registration, at its first
+// perfjit_open(): fork_prepare(), fork_parent(), fork_child().
 std::once_flag g_atfork_once;
-
-void atfork_child()
-{
-	g_fork_generation.fetch_add(1, std::memory_order_relaxed);
-}
 
 std::string home_dir(const char *sub)
 {
@@ -176,6 +173,7 @@ struct perfjit_session {
 	// perfjit_options::on_asked, called after each rundown.
 	void (*on_asked)(void *) = nullptr;
 	void *on_asked_arg = nullptr;
+	Log log; // perfjit_options::log
 	PerfMap perf_map;
 	Jitdump jitdump;
 
@@ -186,6 +184,7 @@ struct perfjit_session {
 			  const SideFile &file, uint32_t flags);
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
+	int store_file(const Pack &pack, const BuildId &id, DirCache &cache);
 	int store_soon(const std::shared_ptr<SideFile> &file);
 	int refresh_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending(bool all = true, std::chrono::steady_clock::time_point *next = nullptr);
@@ -236,6 +235,12 @@ public:
 		static Notifier &n = *new Notifier;
 		return n;
 	}
+	// The notifier if one was made: what fork() has to take care of.
+	static Notifier *existing() { return made_.load(std::memory_order_acquire); }
+	// The library's fork handlers (fork_prepare() and the others).
+	void prepare();
+	void parent();
+	void child();
 
 	int attach(perfjit_session *s, bool thread);
 	void detach(perfjit_session *s);
@@ -283,54 +288,14 @@ private:
 	Notifier()
 	{
 		work_.store(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-		pthread_atfork(prepare, parent, child);
 		// exit() without perfjit_close(): the pending side files are
 		// stored all the same. (The library is linked -z nodelete, so
 		// no dlclose() unmaps the handler or the thread's code.)
 		atexit(flush_at_exit);
+		made_.store(this, std::memory_order_release);
 	}
 	static void flush_at_exit();
-	// fork() waits for the library's locks, so that the child has them
-	// free: lock_, then every session's flush_lock and lock, in that
-	// order (so no side file is half written by a thread the child does
-	// not have).
-	static void prepare()
-	{
-		Notifier &n = get();
-
-		n.lock_.lock();
-		for (perfjit_session *s : n.sessions_) {
-			s->flush_lock.lock();
-			s->lock.lock();
-			// Parent and child would fill it apart, under one build-id.
-			s->seal_open_pack();
-		}
-	}
-	static void parent()
-	{
-		Notifier &n = get();
-
-		for (perfjit_session *s : n.sessions_) {
-			s->lock.unlock();
-			s->flush_lock.unlock();
-		}
-		n.lock_.unlock();
-	}
-	static void child()
-	{
-		Notifier &n = get();
-
-		for (perfjit_session *s : n.sessions_) {
-			s->lock.unlock();
-			s->flush_lock.unlock();
-		}
-		// The thread did not come along: forget it, never join it.
-		n.worker_.reset();
-		n.writer_.store(false);
-		n.current_ = nullptr;
-		n.forked_.store(true, std::memory_order_relaxed);
-		n.lock_.unlock();
-	}
+	static std::atomic<Notifier *> made_;
 	void drain_locked()
 	{
 		uint64_t n;
@@ -510,8 +475,14 @@ bool Notifier::for_each_session(const std::shared_ptr<Worker> &w, Fn &&fn)
 		}
 		try {
 			fn(s);
-		} catch (...) {
+		} catch (const std::exception &e) {
 			// Out of memory, say: the next request tries again.
+			try {
+				s->log(PERFJIT_LOG_ERROR,
+				       std::string("the library's thread: ") + e.what());
+			} catch (...) {
+			}
+		} catch (...) {
 		}
 		std::lock_guard<std::mutex> guard(lock_);
 		current_ = nullptr;
@@ -598,12 +569,62 @@ void Notifier::run(const std::shared_ptr<Worker> &w) noexcept
 					return;
 				drain_locked();
 			}
-			if (!for_each_session(w, [](perfjit_session *s) { s->rundown(); }))
+			if (!for_each_session(w, [](perfjit_session *s) {
+				    const int err = s->rundown();
+
+				    if (err)
+					    s->log(PERFJIT_LOG_ERROR,
+						   std::string(
+							   "a rundown that a recorder asked for "
+							   "was not complete: ") +
+							   perfjit_strerror(err));
+			    }))
 				return;
 		}
 	} catch (...) {
 		// A lock failed: no more rundowns from this thread.
 	}
+}
+
+std::atomic<Notifier *> Notifier::made_{nullptr};
+
+// fork() waits for the library's locks that guard its state, so that the
+// child has them free: lock_, then every session's lock. Not for the side
+// files being written (flush_lock): the parent's thread goes on writing
+// them after the fork, and the child, which has no such thread, leaves
+// what its parent announced to it (perfjit_session::check_fork()).
+void Notifier::prepare()
+{
+	lock_.lock();
+	for (perfjit_session *s : sessions_) {
+		s->lock.lock();
+		// Parent and child would fill it apart, under one build-id.
+		s->seal_open_pack();
+	}
+}
+
+void Notifier::parent()
+{
+	for (perfjit_session *s : sessions_)
+		s->lock.unlock();
+	lock_.unlock();
+}
+
+void Notifier::child()
+{
+	for (perfjit_session *s : sessions_) {
+		s->lock.unlock();
+		// The parent's thread may have held it, writing: nobody in
+		// the child does. What it guards is the writer's scratch.
+		new (&s->flush_lock) std::mutex;
+		s->flush_dirs = DirCache{};
+	}
+	// The thread did not come along: forget it, never join it.
+	worker_.reset();
+	writer_.store(false);
+	current_ = nullptr;
+	forked_.store(true, std::memory_order_relaxed);
+	lock_.unlock();
 }
 
 void Notifier::flush_at_exit()
@@ -658,6 +679,7 @@ int perfjit_session::open(const perfjit_options &opts)
 	own_thread = !(opts.flags & PERFJIT_OPEN_NO_THREAD);
 	on_asked = opts.on_asked;
 	on_asked_arg = opts.on_asked_arg;
+	log = Log(opts.log, opts.log_arg);
 
 	switch (opts.mode) {
 	case PERFJIT_MODE_PERF_MAP:
@@ -682,8 +704,8 @@ int perfjit_session::open(const perfjit_options &opts)
 	}
 }
 
-// In a child after fork(): its own perf event and its own fallback files,
-// never the parent's.
+// In a child after fork(): its own registration for rundowns and its own
+// fallback files, never the parent's.
 int perfjit_session::check_fork()
 {
 	const unsigned gen = g_fork_generation.load(std::memory_order_relaxed);
@@ -759,11 +781,30 @@ int perfjit_session::store(SideFile &file)
 	if (file.stored)
 		return 0;
 	seal(file);
-	uint64_t written = 0;
-	int err = store_side_file(buildid_dir, file.pack, file.laid().id, &dirs, &written);
+	int err = store_file(file.pack, file.laid().id, dirs);
 	if (!err)
 		file.stored = true;
+	return err;
+}
+
+// store_side_file() of @pack, counted for the directory's bound, with what
+// failed told to the log.
+int perfjit_session::store_file(const Pack &pack, const BuildId &id, DirCache &cache)
+{
+	std::string why;
+	uint64_t written = 0;
+	const int err =
+		store_side_file(buildid_dir, pack, id, &cache, &written, log ? &why : nullptr);
+
 	bound.add(written);
+	if (err && log) {
+		const std::string more =
+			pack.size() > 1 ? " and " + std::to_string(pack.size() - 1) + " more" : "";
+
+		log(PERFJIT_LOG_ERROR, "the side file of " + pack[0].name + more +
+					       " was not stored: " +
+					       (why.empty() ? std::string(strerror(-err)) : why));
+	}
 	return err;
 }
 
@@ -834,17 +875,14 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 		for (size_t i = 0; i < todo.size(); i++) {
 			// Immutable once queued but for the flags, which are the
 			// lock's; a file stored meanwhile is left alone by the
-			// store (link() to an existing path).
-			uint64_t written = 0;
-
-			errs[i] = store_side_file(buildid_dir, todo[i]->pack, todo[i]->id,
-						  &flush_dirs, &written);
-			bound.add(written);
+			// store (its build-id note is the same).
+			errs[i] = store_file(todo[i]->pack, todo[i]->id, flush_dirs);
 			if (errs[i] && !first_err)
 				first_err = errs[i];
 		}
-	} catch (...) {
+	} catch (const std::exception &e) {
 		first_err = -ENOMEM;
+		log(PERFJIT_LOG_ERROR, std::string("side files not stored: ") + e.what());
 	}
 	{
 		std::lock_guard<std::mutex> guard(lock);
@@ -951,10 +989,7 @@ int perfjit_session::refresh_soon(const std::shared_ptr<SideFile> &file)
 			Notifier::get().wake_writer();
 		return 0;
 	}
-	uint64_t written = 0;
-	const int err = store_side_file(buildid_dir, file->pack, file->id, &dirs, &written);
-	bound.add(written);
-	return err;
+	return store_file(file->pack, file->id, dirs);
 }
 
 // Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, because a
@@ -1217,6 +1252,25 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 namespace
 {
 
+void fork_prepare()
+{
+	if (Notifier *n = Notifier::existing())
+		n->prepare();
+}
+
+void fork_parent()
+{
+	if (Notifier *n = Notifier::existing())
+		n->parent();
+}
+
+void fork_child()
+{
+	g_fork_generation.fetch_add(1, std::memory_order_relaxed);
+	if (Notifier *n = Notifier::existing())
+		n->child();
+}
+
 // Runs @fn on a live session under its lock, turning exceptions into errors:
 // none crosses the C boundary.
 template <typename Fn>
@@ -1235,6 +1289,12 @@ int locked(perfjit_session *s, Fn &&fn)
 		return err ? err : fn();
 	} catch (const std::bad_alloc &) {
 		return -ENOMEM;
+	} catch (const std::exception &e) {
+		try {
+			s->log(PERFJIT_LOG_ERROR, e.what());
+		} catch (...) {
+		}
+		return -EIO;
 	} catch (...) {
 		return -EIO;
 	}
@@ -1266,26 +1326,15 @@ int perfjit_open(const perfjit_options *opts, perfjit_session **session)
 	if (!session)
 		return -EINVAL;
 	*session = nullptr;
-	if (opts && opts->size < PERFJIT_OPTIONS_SIZE_VER0)
-		return -EINVAL;
-	// No struct is that large: a size that is not one.
-	if (opts && opts->size > 4096)
-		return -E2BIG;
 	if (opts) {
-		// An older caller's struct ends early (the rest is zero, the
-		// defaults); a newer one's tail must be zero, what this library
-		// does not know.
-		const size_t known = std::min<size_t>(opts->size, sizeof(defaults));
-		const auto *tail = reinterpret_cast<const unsigned char *>(opts) + known;
+		const int err = perfjit::copy_versioned(*opts, PERFJIT_OPTIONS_SIZE_VER0, defaults);
 
-		if (std::any_of(tail, tail + (opts->size - known),
-				[](unsigned char c) { return c != 0; }))
-			return -E2BIG;
-		memcpy(&defaults, opts, known);
+		if (err)
+			return err;
 	}
 	try {
 		std::call_once(g_atfork_once,
-			       [] { pthread_atfork(nullptr, nullptr, atfork_child); });
+			       [] { pthread_atfork(fork_prepare, fork_parent, fork_child); });
 		auto s = std::make_unique<perfjit_session>();
 		int err = s->open(defaults);
 
@@ -1466,7 +1515,7 @@ const char *perfjit_strerror(int err)
 	case EINVAL:
 		return "invalid argument";
 	case E2BIG:
-		return "an option this library does not know is set (a newer perfjit.h)";
+		return "a field this library does not know is set (a newer perfjit.h)";
 	default:
 		return strerror(-err);
 	}

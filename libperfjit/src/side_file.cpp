@@ -10,24 +10,29 @@
 #include <cstring>
 #include <ctime>
 #include <dirent.h>
+#include <dwarf.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <map>
 #include <memory>
+#include <new>
 #include <openssl/evp.h>
+#include <stdexcept>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "dwarf.hpp"
+#include "elf_host.hpp"
 #include "util.hpp"
 
 namespace perfjit
 {
 
-static_assert(offsetof(perfjit_code, inlines) == PERFJIT_CODE_SIZE_VER0,
+// The fields of 0.1's perfjit_code, where 0.1's callers put them.
+static_assert(sizeof(void *) != 8 || PERFJIT_CODE_SIZE_VER0 == 72,
 	      "perfjit_code's first version must not change");
 
 namespace
@@ -63,23 +68,17 @@ int copy_inlines(const perfjit_code &c, std::vector<CodeImage::Inline> &out)
 
 } // namespace
 
-int CodeImage::from(const perfjit_code &c, CodeImage &out)
+int CodeImage::from(const perfjit_code &caller, CodeImage &out)
 {
-	// The first version, or this one or a later one: a size between
-	// would cut a field.
-	if ((c.size != PERFJIT_CODE_SIZE_VER0 && c.size < sizeof(perfjit_code)) || !c.name ||
-	    !c.name[0] || !c.addr || !c.len)
+	perfjit_code c;
+	// Every version has the fields up to len; those past the caller's
+	// size are absent (zero), as copy_versioned() reads it.
+	const int err = copy_versioned(caller, offsetof(perfjit_code, source_file), c);
+
+	if (err)
+		return err;
+	if (!c.name || !c.name[0] || !c.addr || !c.len)
 		return -EINVAL;
-	// A caller built against a later header may pass more, as long as
-	// what this library does not know is zero (as the kernel takes
-	// extensible structures): nothing asked for is silently dropped.
-	if (c.size > 4096)
-		return -E2BIG;
-	const auto *tail = reinterpret_cast<const uint8_t *>(&c);
-	for (size_t i = sizeof(perfjit_code); i < c.size; i++) {
-		if (tail[i])
-			return -E2BIG;
-	}
 	if ((c.nr_lines && (!c.lines || !c.source_file)) || (c.eh_frame_len && !c.eh_frame))
 		return -EINVAL;
 	for (size_t i = 0; i < c.nr_lines; i++) {
@@ -96,9 +95,7 @@ int CodeImage::from(const perfjit_code &c, CodeImage &out)
 	const auto *eh = static_cast<const uint8_t *>(c.eh_frame);
 	out.eh_frame.assign(eh, eh + c.eh_frame_len);
 	out.inlines.clear();
-	if (c.size >= sizeof(perfjit_code))
-		return copy_inlines(c, out.inlines);
-	return 0;
+	return copy_inlines(c, out.inlines);
 }
 
 namespace
@@ -141,8 +138,11 @@ MdCtx sha1_begin(const char *what)
 {
 	MdCtx ctx(EVP_MD_CTX_new());
 
-	if (!ctx || !EVP_DigestInit_ex(ctx.get(), sha1(), nullptr))
-		abort(); // OpenSSL cannot hash: nothing sensible to return
+	if (!ctx)
+		throw std::bad_alloc();
+	// Whoever calls the library gets -EIO, and its log this.
+	if (!EVP_DigestInit_ex(ctx.get(), sha1(), nullptr))
+		throw std::runtime_error("OpenSSL cannot compute SHA-1 for a build-id");
 	hash_bytes(ctx.get(), what, strlen(what));
 	return ctx;
 }
@@ -335,16 +335,6 @@ uint64_t eh_frame_addr_after(uint64_t code_end)
 	return align_up(code_end, 8);
 }
 
-// The pointer encodings eh_frame_relocatable() accepts (DW_EH_PE_*).
-enum : uint8_t {
-	kPeAbsptr = 0x00,
-	kPeUdata4 = 0x03,
-	kPeUdata8 = 0x04,
-	kPeSdata4 = 0x0b,
-	kPeSdata8 = 0x0c,
-	kPePcrel = 0x10,
-};
-
 // A cursor over one function's .eh_frame; every read is bounds-checked.
 class EhReader
 {
@@ -423,7 +413,7 @@ bool parse_eh_frame(const std::vector<uint8_t> &eh, std::vector<FdeAddress> &fde
 		if (id == 0) {
 			const uint8_t version = e.u8();
 			const std::string aug = e.str();
-			uint8_t encoding = kPeAbsptr;
+			uint8_t encoding = DW_EH_PE_absptr;
 
 			e.skip_leb(); // code alignment
 			e.skip_leb(); // data alignment
@@ -453,11 +443,13 @@ bool parse_eh_frame(const std::vector<uint8_t> &eh, std::vector<FdeAddress> &fde
 				return false;
 			const uint8_t format = cie->second & 0x0f;
 			const uint8_t application = cie->second & 0xf0;
-			const size_t width = format == kPeUdata4 || format == kPeSdata4 ? 4 : 8;
+			const size_t width =
+				format == DW_EH_PE_udata4 || format == DW_EH_PE_sdata4 ? 4 : 8;
 
-			if ((format != kPeAbsptr && format != kPeUdata8 && format != kPeSdata8 &&
-			     width != 4) ||
-			    (application != 0 && application != kPePcrel) || next - e.pos() < width)
+			if ((format != DW_EH_PE_absptr && format != DW_EH_PE_udata8 &&
+			     format != DW_EH_PE_sdata8 && width != 4) ||
+			    (application != 0 && application != DW_EH_PE_pcrel) ||
+			    next - e.pos() < width)
 				return false;
 			fdes.push_back({e.pos(), cie->second, pos});
 		}
@@ -483,7 +475,7 @@ bool relocate_eh_frame(const std::vector<uint8_t> &in, uint64_t code_addr, uint6
 	const size_t base = out.size();
 	out.insert(out.end(), in.begin(), in.begin() + len);
 	for (const auto &f : fdes) {
-		const bool pcrel = f.encoding & kPePcrel;
+		const bool pcrel = f.encoding & DW_EH_PE_pcrel;
 		const int64_t delta =
 			pcrel ? (old_eh - old_code) - (static_cast<int64_t>(eh_addr) -
 						       static_cast<int64_t>(code_addr))
@@ -491,8 +483,8 @@ bool relocate_eh_frame(const std::vector<uint8_t> &in, uint64_t code_addr, uint6
 		uint8_t *p = &out[base + f.at];
 
 		switch (f.encoding & 0x0f) {
-		case kPeUdata4:
-		case kPeSdata4: {
+		case DW_EH_PE_udata4:
+		case DW_EH_PE_sdata4: {
 			int32_t v;
 			memcpy(&v, p, sizeof(v));
 			const int64_t moved = static_cast<int64_t>(v) + delta;
@@ -518,7 +510,8 @@ bool relocate_eh_frame(const std::vector<uint8_t> &in, uint64_t code_addr, uint6
 // int3 between functions.
 std::vector<uint8_t> pack_text(const Pack &pack, const std::vector<uint64_t> &offsets)
 {
-	std::vector<uint8_t> text(offsets.back() + pack.back().code.size() - kTextOffset, 0xcc);
+	std::vector<uint8_t> text(offsets.back() + pack.back().code.size() - kTextOffset,
+				  host::kCodePad);
 
 	for (size_t i = 0; i < pack.size(); i++)
 		std::copy(pack[i].code.begin(), pack[i].code.end(),
@@ -526,19 +519,27 @@ std::vector<uint8_t> pack_text(const Pack &pack, const std::vector<uint64_t> &of
 	return text;
 }
 
+// A libelf call failed: its own message into *@why. -EIO.
+int elf_failed(std::string *why, const char *call)
+{
+	if (why)
+		*why = std::string(call) + ": " + elf_errmsg(-1);
+	return -EIO;
+}
+
 // Writes the ELF image into a memory stream, laying it out by hand
 // (ELF_F_LAYOUT): the code must sit at kTextOffset, at address kTextOffset.
-int write_elf(int fd, const Pack &pack, const BuildId &id)
+int write_elf(int fd, const Pack &pack, const BuildId &id, std::string *why)
 {
 	if (pack.empty())
 		return -EINVAL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
-		return -ENOSYS;
+		return failed(why, -ENOSYS, "elf_version");
 	// ELF_C_WRITE, not ELF_C_WRITE_MMAP: writing through a mapping turns a
 	// full disk into SIGBUS in the runtime instead of an error.
 	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd, ELF_C_WRITE, nullptr));
 	if (!elf)
-		return -EIO;
+		return elf_failed(why, "elf_begin");
 	elf_flagelf(elf.get(), ELF_C_SET, ELF_F_LAYOUT);
 
 	const std::vector<uint64_t> offsets = pack_layout(pack);
@@ -657,10 +658,10 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 
 	Elf64_Ehdr *ehdr = elf64_newehdr(elf.get());
 	if (!ehdr)
-		return -EIO;
-	ehdr->e_ident[EI_DATA] = ELFDATA2LSB;
+		return elf_failed(why, "elf64_newehdr");
+	ehdr->e_ident[EI_DATA] = host::kElfData;
 	ehdr->e_type = ET_DYN;
-	ehdr->e_machine = EM_X86_64;
+	ehdr->e_machine = host::kElfMachine;
 	ehdr->e_version = EV_CURRENT;
 	ehdr->e_entry = kTextOffset;
 	ehdr->e_phoff = phoff;
@@ -669,7 +670,7 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 
 	Elf64_Phdr *phdr = elf64_newphdr(elf.get(), nr_phdrs);
 	if (!phdr)
-		return -EIO;
+		return elf_failed(why, "elf64_newphdr");
 	phdr->p_type = PT_LOAD;
 	phdr->p_offset = kTextOffset;
 	phdr->p_vaddr = kTextOffset;
@@ -692,10 +693,10 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 	for (const auto &s : sections) {
 		Elf_Scn *scn = elf_newscn(elf.get());
 		if (!scn)
-			return -EIO;
+			return elf_failed(why, "elf_newscn");
 		Elf_Data *d = elf_newdata(scn);
 		if (!d)
-			return -EIO;
+			return elf_failed(why, "elf_newdata");
 		d->d_buf = const_cast<void *>(s.data);
 		d->d_size = s.size;
 		d->d_align = s.align;
@@ -705,7 +706,7 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 		d->d_version = EV_CURRENT;
 		Elf64_Shdr *shdr = elf64_getshdr(scn);
 		if (!shdr)
-			return -EIO;
+			return elf_failed(why, "elf64_getshdr");
 		shdr->sh_name = s.name_off;
 		shdr->sh_type = s.type;
 		shdr->sh_flags = s.flags;
@@ -717,8 +718,17 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 		shdr->sh_addralign = s.align;
 		shdr->sh_entsize = s.entsize;
 	}
-	if (elf_update(elf.get(), ELF_C_WRITE) < 0)
-		return errno ? -errno : -EIO;
+	// A full disk is ENOSPC from the write() under elf_update(): errno,
+	// which is then what libelf's message does not say.
+	errno = 0;
+	if (elf_update(elf.get(), ELF_C_WRITE) < 0) {
+		const int saved = errno;
+
+		elf_failed(why, "elf_update");
+		if (why && saved)
+			*why += std::string(" (") + strerror(saved) + ")";
+		return saved ? -saved : -EIO;
+	}
 	return 0;
 }
 
@@ -727,9 +737,6 @@ int write_elf(int fd, const Pack &pack, const BuildId &id)
 std::vector<uint8_t> make_eh_frame_hdr(const std::vector<uint8_t> &eh_frame, uint64_t eh_addr,
 				       uint64_t hdr_addr)
 {
-	enum : uint8_t {
-		kPeDatarel = 0x30,
-	};
 	std::vector<FdeAddress> fdes;
 	std::vector<std::pair<int32_t, int32_t>> table;
 	size_t len;
@@ -746,15 +753,17 @@ std::vector<uint8_t> make_eh_frame_hdr(const std::vector<uint8_t> &eh_frame, uin
 		const uint8_t *p = &eh_frame[f.at];
 		uint64_t loc;
 
-		if ((f.encoding & 0x0f) == kPeUdata4 || (f.encoding & 0x0f) == kPeSdata4) {
+		if ((f.encoding & 0x0f) == DW_EH_PE_udata4 ||
+		    (f.encoding & 0x0f) == DW_EH_PE_sdata4) {
 			int32_t v;
 			memcpy(&v, p, sizeof(v));
-			loc = (f.encoding & 0x0f) == kPeSdata4 ? static_cast<uint64_t>(int64_t{v})
-							       : static_cast<uint32_t>(v);
+			loc = (f.encoding & 0x0f) == DW_EH_PE_sdata4
+				      ? static_cast<uint64_t>(int64_t{v})
+				      : static_cast<uint32_t>(v);
 		} else {
 			memcpy(&loc, p, sizeof(loc));
 		}
-		if (f.encoding & kPePcrel)
+		if (f.encoding & DW_EH_PE_pcrel)
 			loc += eh_addr + f.at;
 		std::pair<int32_t, int32_t> row;
 		if (!rel(loc, row.first) || !rel(eh_addr + f.fde, row.second))
@@ -772,7 +781,8 @@ std::vector<uint8_t> make_eh_frame_hdr(const std::vector<uint8_t> &eh_frame, uin
 	if (!rel(eh_addr - 4, eh_ptr)) // pc-relative to the field, 4 bytes in
 		return {};
 	const uint32_t count = table.size();
-	hdr = {1, kPePcrel | kPeSdata4, kPeUdata4, kPeDatarel | kPeSdata4};
+	hdr = {1, DW_EH_PE_pcrel | DW_EH_PE_sdata4, DW_EH_PE_udata4,
+	       DW_EH_PE_datarel | DW_EH_PE_sdata4};
 	put(&eh_ptr, sizeof(eh_ptr));
 	put(&count, sizeof(count));
 	for (const auto &row : table) {
@@ -797,7 +807,7 @@ int make_elf(const Pack &pack, const BuildId &id, std::vector<uint8_t> &out)
 
 	if (!fd)
 		return -errno;
-	int err = write_elf(fd.get(), pack, id);
+	int err = write_elf(fd.get(), pack, id, nullptr);
 	if (err)
 		return err;
 	if (fstat(fd.get(), &st))
@@ -813,8 +823,40 @@ int make_elf(const CodeImage &image, const BuildId &id, std::vector<uint8_t> &ou
 	return make_elf(Pack{image}, id, out);
 }
 
+bool side_file_intact(const std::string &path, const BuildId &id)
+{
+	UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+
+	if (!fd || elf_version(EV_CURRENT) == EV_NONE)
+		return false;
+	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
+	if (!elf || elf_kind(elf.get()) != ELF_K_ELF)
+		return false;
+	// Its build-id note says @id: what perf checks before it uses a file.
+	// The sections before it were written first, and the section headers
+	// last, so a file cut short has no note to read.
+	Elf_Scn *scn = nullptr;
+	while ((scn = elf_nextscn(elf.get(), scn))) {
+		GElf_Shdr shdr;
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE)
+			continue;
+		Elf_Data *data = elf_getdata(scn, nullptr);
+		size_t off = 0, name_off, desc_off;
+		GElf_Nhdr nhdr;
+		while (data && (off = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
+			const auto *bytes = static_cast<const uint8_t *>(data->d_buf);
+
+			if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
+			    !memcmp(bytes + name_off, "GNU", 4))
+				return nhdr.n_descsz == id.size() &&
+				       !memcmp(bytes + desc_off, id.data(), id.size());
+		}
+	}
+	return false;
+}
+
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
-		    DirCache *dirs, uint64_t *written)
+		    DirCache *dirs, uint64_t *written, std::string *why)
 {
 	static std::atomic<unsigned long> counter{0};
 	const std::string path = side_file_path(buildid_dir, id);
@@ -822,17 +864,19 @@ int store_side_file(const std::string &buildid_dir, const Pack &pack, const Buil
 
 	if (written)
 		*written = 0;
-	// Every system call counts here: a JIT may store thousands of files.
 	// Stored already, by us, a concurrent writer or an earlier run: never
 	// rewritten, but made the newest for a directory's bound (DirBound).
-	if (utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW) == 0 ||
-	    (errno != ENOENT && access(path.c_str(), F_OK) == 0))
+	// Unless it is not whole (a crash tore a file that an older writer
+	// had not synced): then it is replaced.
+	if (side_file_intact(path, id)) {
+		utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
 		return 0;
+	}
 	if (!dirs || !dirs->has(id[0])) {
 		int err = mkdir_p(dir);
 
 		if (err)
-			return err;
+			return failed(why, err, "mkdir " + dir);
 		if (dirs)
 			dirs->add(id[0]);
 	}
@@ -843,23 +887,27 @@ int store_side_file(const std::string &buildid_dir, const Pack &pack, const Buil
 				std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
 	UniqueFd fd(open(tmp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0644));
 	if (!fd)
-		return -errno;
-	// No fsync(): this is a cache, and perf checks the build-id note of
-	// what it reads, so a file torn by a crash is never taken for the code.
-	int err = write_elf(fd.get(), pack, id);
+		return failed(why, -errno, "open " + tmp);
+	int err = write_elf(fd.get(), pack, id, why);
+	if (why && err && !why->empty())
+		*why = tmp + ": " + *why;
 	struct stat st {
 	};
+	// Synced before it gets its name: a crash leaves the temporary file
+	// torn, never the side file.
+	if (!err && fdatasync(fd.get()))
+		err = failed(why, -errno, "fdatasync " + tmp);
 	if (!err && fstat(fd.get(), &st))
-		err = -errno;
+		err = failed(why, -errno, "fstat " + tmp);
 	fd.reset();
-	// link() never replaces: the first complete file wins.
-	if (!err && link(tmp.c_str(), path.c_str())) {
-		if (errno != EEXIST)
-			err = -errno;
-	} else if (!err && written) {
+	// rename() replaces a torn file; two writers of one build-id write
+	// the same bytes, and either's file is whole.
+	if (!err && rename(tmp.c_str(), path.c_str()))
+		err = failed(why, -errno, "rename to " + path);
+	if (err)
+		unlink(tmp.c_str());
+	else if (written)
 		*written = st.st_size;
-	}
-	unlink(tmp.c_str());
 	return err;
 }
 

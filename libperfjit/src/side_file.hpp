@@ -121,16 +121,22 @@ private:
 	std::array<bool, 256> known_{};
 };
 
-// Stores the side file at side_file_path(), atomically: a temporary file
-// linked into place. A file already there is not rewritten, but its time is
-// set to now, so that a directory's bound (DirBound) removes it last; one
-// that a bound removed is written again. Returns 0 or a
-// negative errno, and never leaves a partial file behind. *@written, if
-// given, is the size of the file this call put there, else 0.
+// Stores the side file at side_file_path(), atomically: a temporary file,
+// synced, renamed into place. A file already there whose build-id note
+// says @id is not rewritten, but its time is set to now, so that a
+// directory's bound (DirBound) removes it last; one that a bound removed,
+// or one torn by a crash, is written again. Returns 0 or a negative errno,
+// with what failed in *@why, and never leaves a partial file behind.
+// *@written, if given, is the size of the file this call put there, else 0.
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
-		    DirCache *dirs = nullptr, uint64_t *written = nullptr);
+		    DirCache *dirs = nullptr, uint64_t *written = nullptr,
+		    std::string *why = nullptr);
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
+
+// Whether the file at @path is an ELF file whose GNU build-id note says
+// @id: whole, as perf would take it.
+bool side_file_intact(const std::string &path, const BuildId &id);
 
 // Keeps the side files of a build-id directory under a size: the apparent
 // size of the regular files named by a 20-byte build-id under .build-id/xx/

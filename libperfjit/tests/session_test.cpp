@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include <linux/perf_event.h>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <poll.h>
 #include <set>
 #include <signal.h>
@@ -31,8 +33,6 @@
 #include "perfjit.hpp"
 #include "side_file.hpp"
 #include "test_util.hpp"
-
-extern "C" int perfjit_c_api_check(void);
 
 namespace
 {
@@ -204,11 +204,6 @@ TEST(Session, OptionsOfAnOlderOrNewerHeader)
 	unlink(("/tmp/perf-" + std::to_string(getpid()) + ".map").c_str());
 }
 
-TEST(Session, CHeaderWorksFromC)
-{
-	EXPECT_EQ(perfjit_c_api_check(), 0);
-}
-
 TEST(Session, PerfMapLines)
 {
 	const std::string map = "/tmp/perf-" + std::to_string(getpid()) + ".map";
@@ -292,6 +287,56 @@ TEST(Session, JitdumpRecords)
 	// Then the close record.
 	memcpy(&id, &bytes[total + size], 4);
 	EXPECT_EQ(id, 3u);
+}
+
+// The records of a jitdump file: (id, code_index of a load, or ~0).
+static std::vector<std::pair<uint32_t, uint64_t>> jitdump_records(const std::vector<uint8_t> &bytes)
+{
+	std::vector<std::pair<uint32_t, uint64_t>> out;
+	uint32_t total = 0;
+
+	if (bytes.size() < 12)
+		return out;
+	memcpy(&total, &bytes[8], 4);
+	for (size_t at = total; at + 16 <= bytes.size();) {
+		uint32_t id, size;
+		uint64_t index = ~uint64_t{0};
+
+		memcpy(&id, &bytes[at], 4);
+		memcpy(&size, &bytes[at + 4], 4);
+		if (size < 16 || at + size > bytes.size())
+			break;
+		if (id == 0) // JIT_CODE_LOAD: header, pid, tid, vma, addr, size, index
+			memcpy(&index, &bytes[at + 16 + 8 + 8 + 8 + 8], 8);
+		out.emplace_back(id, index);
+		at += size;
+	}
+	return out;
+}
+
+// Two jitdump sessions of one process share its one file: one header, one
+// sequence of code indices, and the close record when the last one closes.
+TEST(Session, JitdumpSessionsShareTheFile)
+{
+	TempDir dir;
+	perfjit_options o = options(PERFJIT_MODE_JITDUMP, {}, dir.path());
+	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
+	{
+		auto a = std::make_unique<perfjit::Session>(&o);
+		perfjit::Session b(&o);
+
+		ASSERT_TRUE(a->ok() && b.ok());
+		ASSERT_FALSE(a->load("jit_a", kCode, 4));
+		ASSERT_FALSE(b.load("jit_b", kCode + 8, 4));
+		a.reset();
+		ASSERT_FALSE(b.load("jit_c", kCode + 16, 4));
+		const auto open = jitdump_records(read_file(path));
+		const std::vector<std::pair<uint32_t, uint64_t>> loads = {{0, 0}, {0, 1}, {0, 2}};
+		EXPECT_EQ(open, loads);
+	}
+	const auto closed = jitdump_records(read_file(path));
+	ASSERT_EQ(closed.size(), 4u);
+	EXPECT_EQ(closed.back().first, 3u); // JIT_CODE_CLOSE
 }
 
 // An unwind table goes into an unwinding record before the load: the
@@ -938,6 +983,18 @@ TEST_F(CodeRegion, StoreErrorReportedBySideFile)
 {
 	const std::string bad = "/dev/null/buildid";
 	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, bad);
+	// And told to the log, which says what failed where.
+	struct Said {
+		std::mutex lock;
+		std::vector<std::pair<int, std::string>> lines;
+	} said;
+	o.log = [](void *arg, int level, const char *message) {
+		auto *d = static_cast<Said *>(arg);
+		std::lock_guard<std::mutex> guard(d->lock);
+
+		d->lines.emplace_back(level, message);
+	};
+	o.log_arg = &said;
 	perfjit::Session s(&o);
 	ASSERT_TRUE(s.ok()) << s.error().message();
 	Recorder recorder;
@@ -952,6 +1009,85 @@ TEST_F(CodeRegion, StoreErrorReportedBySideFile)
 		return err != -ENODATA;
 	}));
 	EXPECT_EQ(err, -ENOTDIR);
+	std::lock_guard<std::mutex> guard(said.lock);
+	ASSERT_FALSE(said.lines.empty());
+	EXPECT_EQ(said.lines[0].first, PERFJIT_LOG_ERROR);
+	EXPECT_NE(said.lines[0].second.find("jit_nowhere"), std::string::npos)
+		<< said.lines[0].second;
+	EXPECT_NE(said.lines[0].second.find("mkdir /dev/null/buildid"), std::string::npos)
+		<< said.lines[0].second;
+	EXPECT_NE(said.lines[0].second.find(strerror(ENOTDIR)), std::string::npos)
+		<< said.lines[0].second;
+}
+
+// fork() does not wait for the side files that the library's thread is
+// writing: the parent's thread goes on with them after the fork, and the
+// child, whose code is its own, leaves them alone. The thread is held in
+// the middle of its writes by the log, which it calls for a store that
+// failed.
+TEST_F(CodeRegion, ForkDoesNotWaitForPendingWrites)
+{
+	struct Gate {
+		std::mutex lock;
+		std::condition_variable cv;
+		bool entered = false;
+		bool open = false;
+	} gate;
+	const std::string bad = "/dev/null/buildid"; // outlives the options
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, bad);
+	o.log = [](void *arg, int, const char *) {
+		auto *g = static_cast<Gate *>(arg);
+		std::unique_lock<std::mutex> guard(g->lock);
+
+		g->entered = true;
+		g->cv.notify_all();
+		g->cv.wait(guard, [g] { return g->open; });
+	};
+	o.log_arg = &gate;
+	auto release = [&gate] {
+		std::lock_guard<std::mutex> guard(gate.lock);
+
+		gate.open = true;
+		gate.cv.notify_all();
+	};
+	perfjit::Session s(&o);
+	ASSERT_TRUE(s.ok()) << s.error().message();
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok()) << strerror(errno);
+	ExecPage page;
+	ASSERT_FALSE(s.load("jit_held", page.at(0), 16));
+	{
+		std::unique_lock<std::mutex> guard(gate.lock);
+		ASSERT_TRUE(gate.cv.wait_for(guard, std::chrono::seconds(30),
+					     [&gate] { return gate.entered; }));
+	}
+	// Were fork() to wait for the writes, the watchdog would let it go
+	// after 10 s.
+	std::thread watchdog([&gate] {
+		std::unique_lock<std::mutex> guard(gate.lock);
+
+		if (!gate.cv.wait_for(guard, std::chrono::seconds(10),
+				      [&gate] { return gate.open; })) {
+			gate.open = true;
+			gate.cv.notify_all();
+		}
+	});
+	const pid_t child = fork();
+	if (child == 0)
+		_exit(s.load("jit_in_child", page.at(16), 16) ? 1 : 0);
+	bool waited;
+	{
+		std::lock_guard<std::mutex> guard(gate.lock);
+		waited = gate.open; // fork() returned only once the writes could go on
+	}
+	int status = 0;
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	release();
+	watchdog.join();
+	EXPECT_FALSE(waited);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	// The parent goes on: its thread took the write up again.
+	ASSERT_FALSE(s.load("jit_after", page.at(32), 16));
 }
 
 // A recorder that attaches after the code was loaded gets every live piece

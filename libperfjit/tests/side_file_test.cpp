@@ -556,6 +556,38 @@ TEST(SideFile, ExistingFileIsNotRewritten)
 	EXPECT_EQ(read_file(path), bytes);
 }
 
+// A file at the path that is not the side file, whole (a crash tore it
+// before an older writer synced it, or it is another build-id's), is
+// replaced; side_file_intact() tells them apart.
+TEST(SideFile, TornFileIsReplaced)
+{
+	TempDir dir;
+	CodeImage image = make_image();
+	const BuildId id = build_id_of(image);
+	const std::string path = side_file_path(dir.path(), id);
+	std::vector<uint8_t> whole, other;
+
+	ASSERT_EQ(make_elf(image, id, whole), 0);
+	CodeImage another = make_image("jit_other");
+	ASSERT_EQ(make_elf(another, build_id_of(another), other), 0);
+	ASSERT_EQ(mkdir_p(path.substr(0, path.rfind('/'))), 0);
+	const std::vector<std::vector<uint8_t>> bad = {
+		{},
+		{whole.begin(), whole.begin() + whole.size() / 2},
+		other,
+		std::vector<uint8_t>(whole.size(), 0)};
+	for (const auto &bytes : bad) {
+		{
+			std::ofstream out(path, std::ios::binary | std::ios::trunc);
+			out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+		}
+		EXPECT_FALSE(side_file_intact(path, id)) << bytes.size() << " bytes";
+		ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+		EXPECT_TRUE(side_file_intact(path, id));
+		EXPECT_EQ(read_file(path), whole) << "after " << bytes.size() << " bytes";
+	}
+}
+
 TEST(SideFile, ConcurrentWritersLeaveOneIntactFile)
 {
 	TempDir dir;
@@ -609,6 +641,13 @@ TEST(SideFile, UnwritableStoreIsAnError)
 
 	// A store below a regular file cannot be created, even by root.
 	EXPECT_EQ(store_side_file("/dev/null/store", image, build_id_of(image)), -ENOTDIR);
+	// What failed, and where.
+	std::string why;
+	EXPECT_EQ(store_side_file("/dev/null/store", Pack{image}, build_id_of(image), nullptr,
+				  nullptr, &why),
+		  -ENOTDIR);
+	EXPECT_EQ(why.rfind("mkdir /dev/null/store/.build-id/", 0), 0u) << why;
+	EXPECT_NE(why.find(strerror(ENOTDIR)), std::string::npos) << why;
 }
 
 // The lines of /proc/self/maps that map @path.
@@ -852,8 +891,17 @@ TEST(CodeImage, SizeVersions)
 	big.c.nr_inlines = 1;
 	ASSERT_EQ(CodeImage::from(big.c, image), 0);
 	EXPECT_TRUE(image.inlines.empty());
-	big.c.size = PERFJIT_CODE_SIZE_VER0 + 8; // cuts nr_inlines
+	// Fields past the size are absent, as libbpf reads its options: a
+	// table without its length is none.
+	big.c.size = PERFJIT_CODE_SIZE_VER0 + 8;
+	ASSERT_EQ(CodeImage::from(big.c, image), 0);
+	EXPECT_TRUE(image.inlines.empty());
+	big.c.size = PERFJIT_CODE_SIZE_VER0 + 4; // not a field's end
 	EXPECT_EQ(CodeImage::from(big.c, image), -EINVAL);
+	big.c.size = offsetof(perfjit_code, len); // every version has len
+	EXPECT_EQ(CodeImage::from(big.c, image), -EINVAL);
+	big.c.size = offsetof(perfjit_code, source_file);
+	ASSERT_EQ(CodeImage::from(big.c, image), 0);
 	big.c.size = sizeof(big.c);
 	ASSERT_EQ(CodeImage::from(big.c, image), 0);
 	EXPECT_EQ(image.inlines.size(), 1u);

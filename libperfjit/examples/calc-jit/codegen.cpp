@@ -6,8 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <dwarf.h>
 #include <string>
 #include <utility>
+
+#include "byte_writer.hpp"
 
 namespace calc
 {
@@ -156,73 +159,26 @@ struct CfaRow {
 // An .eh_frame_hdr with the search table of one FDE takes 20 bytes.
 constexpr size_t kEhFrameHdrRoom = 24;
 
-// DWARF call frame instructions and encodings (DWARF 5, section 6.4.2; .eh_frame: the
-// LSB's Exception Frames).
-enum : uint8_t {
-	DW_CFA_nop = 0x00,
-	DW_CFA_advance_loc1 = 0x02,
-	DW_CFA_advance_loc2 = 0x03,
-	DW_CFA_advance_loc4 = 0x04,
-	DW_CFA_def_cfa = 0x0c,
-	DW_CFA_def_cfa_offset = 0x0e,
-	DW_CFA_advance_loc = 0x40,
-	DW_CFA_offset = 0x80,
-	DW_EH_PE_pcrel_sdata4 = 0x1b,
-	DW_REG_RSP = 7,
-	DW_REG_RA = 16,
-};
+// The x86-64 psABI's DWARF register numbers.
+constexpr unsigned kDwarfRsp = 7;
+constexpr unsigned kDwarfReturnAddress = 16;
 
-class ByteWriter
+// Starts an .eh_frame entry: its length, patched by end_entry().
+size_t begin_entry(perfjit::ByteWriter &w)
 {
-public:
-	std::vector<uint8_t> bytes;
+	const size_t at = w.size();
 
-	void u8(uint8_t v) { bytes.push_back(v); }
-	void u16(uint16_t v) { put(&v, sizeof(v)); }
-	void u32(uint32_t v) { put(&v, sizeof(v)); }
-	void uleb(uint64_t v)
-	{
-		do {
-			const uint8_t b = v & 0x7f;
-			v >>= 7;
-			u8(v ? b | 0x80 : b);
-		} while (v);
-	}
-	void sleb(int64_t v)
-	{
-		for (;;) {
-			const uint8_t b = v & 0x7f;
-			v >>= 7; // arithmetic
-			if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
-				u8(b);
-				return;
-			}
-			u8(b | 0x80);
-		}
-	}
-	// Starts an entry: its length, patched by end_entry().
-	size_t begin_entry()
-	{
-		const size_t at = bytes.size();
-		u32(0);
-		return at;
-	}
-	// Pads the entry to 8 bytes with DW_CFA_nop and writes its length.
-	void end_entry(size_t at)
-	{
-		while ((bytes.size() - at) % 8)
-			u8(DW_CFA_nop);
-		const uint32_t len = bytes.size() - at - 4;
-		memcpy(&bytes[at], &len, sizeof(len));
-	}
+	w.u32(0);
+	return at;
+}
 
-private:
-	void put(const void *p, size_t n)
-	{
-		bytes.insert(bytes.end(), static_cast<const uint8_t *>(p),
-			     static_cast<const uint8_t *>(p) + n);
-	}
-};
+// Pads the entry to 8 bytes with DW_CFA_nop and writes its length.
+void end_entry(perfjit::ByteWriter &w, size_t at)
+{
+	while ((w.size() - at) % 8)
+		w.u8(DW_CFA_nop);
+	w.patch32(at, static_cast<uint32_t>(w.size() - at - 4));
+}
 
 // The .eh_frame of a function of @code_len bytes whose CFA is rsp + 8 at entry (the return
 // address just pushed) and moves as @rows say; nothing else is saved. The FDE's address is
@@ -230,9 +186,9 @@ private:
 std::vector<uint8_t> make_eh_frame(size_t code_len, const std::vector<CfaRow> &rows)
 {
 	const int64_t table_at = (code_len + 7) & ~size_t{7};
-	ByteWriter w;
+	perfjit::ByteWriter w;
 
-	const size_t cie = w.begin_entry();
+	const size_t cie = begin_entry(w);
 	w.u32(0); // CIE id
 	w.u8(1);  // version
 	w.u8('z');
@@ -240,17 +196,17 @@ std::vector<uint8_t> make_eh_frame(size_t code_len, const std::vector<CfaRow> &r
 	w.u8(0);
 	w.uleb(1);  // code alignment
 	w.sleb(-8); // data alignment
-	w.uleb(DW_REG_RA);
+	w.uleb(kDwarfReturnAddress);
 	w.uleb(1); // augmentation data: the FDE pointer encoding
-	w.u8(DW_EH_PE_pcrel_sdata4);
+	w.u8(DW_EH_PE_pcrel | DW_EH_PE_sdata4);
 	w.u8(DW_CFA_def_cfa);
-	w.uleb(DW_REG_RSP);
+	w.uleb(kDwarfRsp);
 	w.uleb(8);
-	w.u8(DW_CFA_offset | DW_REG_RA);
+	w.u8(DW_CFA_offset | kDwarfReturnAddress);
 	w.uleb(1); // at CFA - 8
-	w.end_entry(cie);
+	end_entry(w, cie);
 
-	const size_t fde = w.begin_entry();
+	const size_t fde = begin_entry(w);
 	w.u32(w.bytes.size() - cie); // back to the CIE
 	w.u32(static_cast<uint32_t>(-(table_at + static_cast<int64_t>(w.bytes.size()))));
 	w.u32(code_len);
@@ -274,7 +230,7 @@ std::vector<uint8_t> make_eh_frame(size_t code_len, const std::vector<CfaRow> &r
 		w.uleb(row.cfa);
 		loc = row.offset;
 	}
-	w.end_entry(fde);
+	end_entry(w, fde);
 	return std::move(w.bytes);
 }
 

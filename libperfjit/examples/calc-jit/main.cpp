@@ -183,22 +183,19 @@ Options parse_options(int argc, char **argv)
 	return opts;
 }
 
-// The source tree's program.calc, else <bindir>/../share/perfjit/program.calc.
+// <bindir>/../share/perfjit/program.calc, where it is installed (and
+// where the build tree has a copy).
 std::string default_program()
 {
-	std::vector<std::filesystem::path> candidates;
-#ifdef PERFJIT_CALC_PROGRAM
-	candidates.emplace_back(PERFJIT_CALC_PROGRAM);
-#endif
 	std::error_code ec;
 	const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-	if (!ec)
-		candidates.push_back(
+	if (!ec) {
+		const auto program =
 			(exe.parent_path() / ".." / "share" / "perfjit" / "program.calc")
-				.lexically_normal());
-	for (const auto &candidate : candidates)
-		if (std::filesystem::is_regular_file(candidate, ec))
-			return candidate.string();
+				.lexically_normal();
+		if (std::filesystem::is_regular_file(program, ec))
+			return program.string();
+	}
 	throw Failure("cannot find program.calc; use --program FILE");
 }
 

@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * libperfjit: make the code a JIT compiler writes visible to perf.
+ *
+ * A runtime opens one session, announces each piece of code it makes
+ * executable (perfjit_load) and each piece it frees or moves
+ * (perfjit_unload, perfjit_move), and closes the session at exit.
+ *
+ * On a kernel with prctl(PR_PERF_CODE_REGION) the library stores an ELF
+ * "side file" for the code in perf's build-id cache and announces the
+ * region to every perf recording that watches the process; perf report,
+ * annotate and script then show the code by name, with no perf inject step.
+ * It needs no permission to open perf events, at any perf_event_paranoid.
+ * While nobody records, it stores nothing. When a recorder starts watching
+ * the process, however late, the kernel tells the library, whose thread
+ * stores the side files of the code that is live and announces it again
+ * (a "rundown"), so that the recorder names code loaded before it started.
+ * On other kernels it writes /tmp/perf-PID.map lines or a jitdump file.
+ *
+ * Every function returns 0 or a negative errno value; perfjit_strerror()
+ * describes it. Sessions are thread-safe. After fork() the child's first
+ * call opens its own perf event: a child never announces through its
+ * parent's.
+ */
+#ifndef PERFJIT_H
+#define PERFJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PERFJIT_API __attribute__((visibility("default")))
+
+/* How code is announced. */
+enum perfjit_mode {
+	/* PERF_EVENT_IOC_CODE_REGION if the kernel has it, else the fallback. */
+	PERFJIT_MODE_AUTO = 0,
+	/* PERF_EVENT_IOC_CODE_REGION and side files; -EOPNOTSUPP without. */
+	PERFJIT_MODE_CODE_REGION = 1,
+	/* Lines in /tmp/perf-PID.map: names only, no reuse, no annotate. */
+	PERFJIT_MODE_PERF_MAP = 2,
+	/* A jitdump file, for perf record -k 1 and perf inject --jit. */
+	PERFJIT_MODE_JITDUMP = 3,
+};
+
+/*
+ * perfjit_options::flags. PERFJIT_OPEN_NO_THREAD: the library starts no
+ * thread of its own for rundowns; the runtime polls perfjit_rundown_fd()
+ * and calls perfjit_rundown() when it is readable (at a safepoint, say).
+ * The code-region sessions of a process all have it or all lack it (the
+ * kernel signals one descriptor per process): -EINVAL otherwise.
+ */
+#define PERFJIT_OPEN_NO_THREAD 0x1u
+
+struct perfjit_options {
+	uint32_t size;	   /* sizeof(struct perfjit_options) */
+	uint32_t mode;	   /* enum perfjit_mode */
+	uint32_t fallback; /* for AUTO: PERF_MAP (0 means PERF_MAP) or JITDUMP */
+	uint32_t flags;	   /* PERFJIT_OPEN_* */
+	/* Side files go to <buildid_dir>/.build-id/xx/yyy. NULL: $PERF_BUILDID_DIR, else ~/.debug.
+	 */
+	const char *buildid_dir;
+	/* The jitdump file goes here. NULL: $JITDUMPDIR, else ~/.debug/jit. */
+	const char *jitdump_dir;
+};
+
+/* One row of a line table: the code at @offset comes from @line. */
+struct perfjit_line {
+	uint64_t offset; /* from the start of the code */
+	uint32_t line;	 /* 1-based line in perfjit_code::source_file */
+	uint32_t column; /* 0: unknown */
+};
+
+struct perfjit_code {
+	uint32_t size;	     /* sizeof(struct perfjit_code) */
+	uint32_t generation; /* how many times this method was compiled before */
+	const char *name;    /* the symbol perf shows */
+	const void *addr;    /* the code, mapped executable */
+	size_t len;	     /* its length in bytes */
+	/* Optional line table: rows sorted by offset, with a source file. */
+	const char *source_file;
+	const struct perfjit_line *lines;
+	size_t nr_lines;
+	/*
+	 * Optional unwind table: .eh_frame contents (a CIE and its FDEs,
+	 * pc-relative) as if placed at the first 8-byte aligned address
+	 * after the code, as jitdump's unwinding records are. perf unwinds
+	 * through the code with it (--call-graph dwarf); the library adds
+	 * the .eh_frame_hdr. With the jitdump fallback, perf inject --jit
+	 * maps the table and a header of 12 + 8 * FDEs bytes after the code
+	 * as if they were there: keep that memory free of other code (for
+	 * example, put the table there).
+	 */
+	const void *eh_frame;
+	size_t eh_frame_len;
+};
+
+typedef struct perfjit_session perfjit_session;
+
+/* @opts may be NULL for the defaults. */
+PERFJIT_API int perfjit_open(const struct perfjit_options *opts, perfjit_session **session);
+/* Announce code that was just made executable. */
+PERFJIT_API int perfjit_load(perfjit_session *session, const struct perfjit_code *code);
+/*
+ * Announce @n pieces of code at once: a module, a class, a burst of
+ * compiles. With code regions they share one side file, so the recording
+ * costs one file write, and perf report one file to open, instead of @n;
+ * perfjit_load() of each costs @n of both. Each stays a region of its own
+ * for unload and move. The batch loads as a whole: on an error none of it is
+ * loaded (a perf-PID.map or jitdump fallback file may keep lines for its
+ * first pieces, which the next attempt repeats harmlessly).
+ */
+PERFJIT_API int perfjit_load_many(perfjit_session *session, const struct perfjit_code *const *codes,
+				  size_t n);
+/* Announce that the code loaded at @addr was freed. */
+PERFJIT_API int perfjit_unload(perfjit_session *session, const void *addr);
+/* Announce that the code loaded at @from now runs at @to (already copied). */
+PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const void *to);
+/*
+ * Announce all live code again, marked as live before (a rundown), storing
+ * the side files it needs: for a recorder that started after the code was
+ * loaded. The library's thread does this by itself when the kernel says a
+ * recorder appeared; call it with PERFJIT_OPEN_NO_THREAD. Code loaded or
+ * unloaded meanwhile is announced in order. 0 also when nobody records.
+ */
+PERFJIT_API int perfjit_rundown(perfjit_session *session);
+/*
+ * A descriptor that becomes readable (POLLIN) when a recorder starts
+ * watching the process, or -EOPNOTSUPP outside the code-region mode. One per
+ * process: every session returns the same. perfjit_rundown() clears it.
+ */
+PERFJIT_API int perfjit_rundown_fd(perfjit_session *session);
+/* Unloads nothing; flushes and frees. NULL is allowed. */
+PERFJIT_API void perfjit_close(perfjit_session *session);
+
+/* The mode in use: CODE_REGION, PERF_MAP or JITDUMP. */
+PERFJIT_API int perfjit_mode(const perfjit_session *session);
+/* The build-id (20 bytes) of the code loaded at @addr. */
+PERFJIT_API int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20]);
+/* The side file of the code loaded at @addr, if stored: copied to @path. */
+PERFJIT_API int perfjit_side_file(perfjit_session *session, const void *addr, char *path,
+				  size_t size);
+PERFJIT_API const char *perfjit_strerror(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PERFJIT_H */
