@@ -880,9 +880,16 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 			if (errs[i] && !first_err)
 				first_err = errs[i];
 		}
-	} catch (const std::exception &e) {
+	} catch (const std::bad_alloc &) {
 		first_err = -ENOMEM;
-		log(PERFJIT_LOG_ERROR, std::string("side files not stored: ") + e.what());
+	} catch (const std::exception &e) {
+		first_err = -EIO;
+		try {
+			log(PERFJIT_LOG_ERROR, std::string("side files not stored: ") + e.what());
+		} catch (...) {
+		}
+	} catch (...) {
+		first_err = -EIO;
 	}
 	{
 		std::lock_guard<std::mutex> guard(lock);

@@ -829,7 +829,9 @@ bool side_file_intact(const std::string &path, const BuildId &id)
 
 	if (!fd || elf_version(EV_CURRENT) == EV_NONE)
 		return false;
-	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd.get(), ELF_C_READ, nullptr));
+	// Mapped, not read: a pack's file may hold megabytes of code, and only
+	// its section headers and notes are looked at.
+	std::unique_ptr<Elf, ElfDeleter> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
 	if (!elf || elf_kind(elf.get()) != ELF_K_ELF)
 		return false;
 	// Its build-id note says @id: what perf checks before it uses a file.
