@@ -60,6 +60,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent_log.hpp"
 #include "agent_options.hpp"
 #include "perfjit.hpp"
 
@@ -262,6 +263,8 @@ private:
 	// Shared by the callbacks, which JVM threads run at once; stop()
 	// takes it alone to close the session.
 	std::shared_mutex session_lock_;
+	// What the library reports from its thread; outlives the session.
+	perfjit::agent::StderrLog log_{"libperfjit-jvmti"};
 	std::unique_ptr<perfjit::Session> session_;
 	// Who owns the code at each address, for CompiledMethodUnload: the
 	// JVM posts it from another thread, after the address may already
@@ -821,6 +824,7 @@ int Agent::start(JavaVM *vm, bool live)
 		}
 	};
 	po.on_asked_arg = this;
+	log_.attach(po);
 	auto session = std::make_unique<perfjit::Session>(&po);
 	if (!session->ok()) {
 		warn("%s", "cannot open a libperfjit session: " + session->error().message());

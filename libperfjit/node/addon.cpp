@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent_log.hpp"
 #include "agent_options.hpp"
 #include "perfjit.hpp"
 
@@ -250,6 +251,8 @@ private:
 	Options opts_;
 	bool handler_at_load_ = false; // handler=load
 	bool opened_ = false;
+	// What the library reports from its thread; outlives the session.
+	perfjit::agent::StderrLog log_{"perfjit-node"};
 	std::unique_ptr<perfjit::Session> session_;
 	// Held by on_asked() while it asks isolates for an interrupt, and by
 	// stop() before lock_: an isolate's Environment outlives the request.
@@ -697,6 +700,7 @@ int Agent::start(v8::Local<v8::Context> context, std::string &why)
 		po.buildid_dir = o.dir.empty() ? nullptr : o.dir.c_str();
 		po.max_dir_bytes = o.max_dir;
 		po.on_asked = on_asked;
+		log_.attach(po);
 		auto s = std::make_unique<perfjit::Session>(&po);
 		if (!s->ok()) {
 			why = std::string("perfjit_open: ") + perfjit_strerror(-s->error().value());
