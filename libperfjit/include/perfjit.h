@@ -94,8 +94,11 @@ struct perfjit_options {
 	 * for ELF files are symbolic links there, and are left alone. Past the
 	 * bound, the oldest go first, by modification time, which a rundown
 	 * refreshes for the files it needs; never one that a live region of
-	 * this session uses. Each session counts what it writes and measures
-	 * the directory again when its count reaches the bound.
+	 * this session uses, nor one that another session pinned: a session
+	 * hard-links the side files of its live code into .build-id/.live/
+	 * (since 1.0), and a bound leaves a file with more than one link.
+	 * Each session counts what it writes and measures the directory
+	 * again when its count reaches the bound.
 	 * 0: PERFJIT_DIR_DEFAULT_BYTES; PERFJIT_DIR_UNBOUNDED: no bound.
 	 * Since libperfjit 0.3.
 	 */
@@ -238,7 +241,9 @@ PERFJIT_API int perfjit_move(perfjit_session *session, const void *from, const v
  * loaded or unloaded meanwhile is announced in order. 0 also when nobody
  * records. From the first rundown on, loads and unloads are announced as
  * they come and perfjit_asked() is 1, whether or not anybody records: a
- * runtime calls it once a recorder asked.
+ * runtime calls it once a recorder asked. -ESTALE (since 1.0) when a side
+ * file of live code, whose copy the library no longer keeps, was removed
+ * despite its pin (see max_dir_bytes): once per file, and told to the log.
  */
 PERFJIT_API int perfjit_rundown(perfjit_session *session);
 /*
@@ -259,7 +264,11 @@ PERFJIT_API int perfjit_mode(const perfjit_session *session);
  * recorder asks. See perfjit_options::on_asked. Since libperfjit 0.4.
  */
 PERFJIT_API int perfjit_asked(perfjit_session *session);
-/* The build-id (20 bytes) of the code loaded at @addr. */
+/*
+ * The build-id (20 bytes) of the side file of the code loaded at @addr.
+ * -ENODATA in the PERF_MAP and JITDUMP modes, which write no side file
+ * (since libperfjit 1.0; before, a hash that no file carried).
+ */
 PERFJIT_API int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_id[20]);
 /*
  * The side file of the code loaded at @addr, once stored (this waits for

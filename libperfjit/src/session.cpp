@@ -88,12 +88,22 @@ std::string run_name(const std::string &first, size_t count)
 // until it is full or, once queued, its delay has passed. Its build-id is
 // unique_build_id(), known before its content, so that each function is
 // announced as it loads; its layout only appends.
+//
+// Once stored and pinned (Pins), the file is the copy: the pack is freed
+// but for the names (released), and the pin keeps the file from every
+// bound while its code is live. A file that could not be pinned keeps its
+// pack, to be stored again if a bound removes it.
 struct SideFile {
 	Pack pack;
-	std::vector<uint64_t> offsets; // of each function's code: the regions' pgoff
+	std::vector<std::string> names; // of the pack's functions, once released
+	std::vector<uint64_t> offsets;	// of each function's code: the regions' pgoff
 	BuildId id{};
+	Pins *pins = nullptr;	// the session's, which outlive it
 	bool laid_out = false;	// offsets and id computed
 	bool stored = false;	// written to the build-id cache
+	bool pinned = false;	// holds a pin of id in *pins
+	bool released = false;	// the pack freed: only refreshed from here on
+	bool lost = false;	// released, then removed with its pin: told once
 	bool queued = false;	// in perfjit_session::pending
 	bool open = false;	// an open pack: takes more functions
 	int store_err = 0;	// why the library's thread could not store it
@@ -102,15 +112,35 @@ struct SideFile {
 	// An open pack that is queued: written by then, full or not.
 	std::chrono::steady_clock::time_point due{};
 
-	static std::shared_ptr<SideFile> open_pack()
+	explicit SideFile(Pins *p) : pins(p) {}
+	SideFile(const SideFile &) = delete;
+	SideFile &operator=(const SideFile &) = delete;
+	// Its last region went: nothing keeps the file from a bound now.
+	~SideFile()
 	{
-		auto f = std::make_shared<SideFile>();
+		if (pinned)
+			pins->unpin(id);
+	}
+
+	static std::shared_ptr<SideFile> open_pack(Pins *pins)
+	{
+		auto f = std::make_shared<SideFile>(pins);
 
 		f->id = unique_build_id();
 		f->laid_out = true;
 		f->open = true;
 		return f;
 	}
+	// Frees the pack: what is left is what a rundown announces.
+	void release()
+	{
+		names.reserve(pack.size());
+		for (CodeImage &image : pack)
+			names.push_back(std::move(image.name));
+		Pack().swap(pack);
+		released = true;
+	}
+	const std::string &name(size_t i) const { return released ? names[i] : pack[i].name; }
 	// Appends @image to an open pack; its offset is known at once.
 	size_t append(CodeImage image)
 	{
@@ -133,13 +163,26 @@ struct SideFile {
 	}
 };
 
+// One live function: what a rundown announces of it, with its name in its
+// file. Its code, lines and tables are in the file's pack until the file
+// is stored.
 struct Region {
 	std::shared_ptr<SideFile> file;
-	size_t index = 0; // in file->pack
+	size_t index = 0; // in file->offsets, and file->pack while it is kept
 	uint64_t jitdump_index = 0;
+	uint64_t len = 0;
+	uint64_t loaded_at = 0; // the address it was loaded at: its place in the pack
 
 	const CodeImage &image() const { return file->pack[index]; }
+	const std::string &name() const { return file->name(index); }
 };
+
+// Whether @next follows @prev where they were loaded, close enough to share
+// one region (adjacent()).
+bool follows(const Region &prev, const Region &next)
+{
+	return adjacent(prev.loaded_at, prev.len, next.loaded_at);
+}
 
 } // namespace
 
@@ -150,6 +193,9 @@ struct perfjit_session {
 	std::string buildid_dir;
 	std::string jitdump_dir;
 	unsigned fork_generation = 0;
+	// Before the side files that name it: they unpin as they go.
+	Pins pins;
+	bool pins_failed = false; // told to the log once
 	std::map<uint64_t, Region> regions;
 	// A recorder asked for this process's code: from the first rundown on,
 	// loads and unloads are announced and side files stored. Before it, a
@@ -184,7 +230,10 @@ struct perfjit_session {
 			  const SideFile &file, uint32_t flags);
 	int announce(uint64_t addr, const Region &r, bool unload);
 	int store(SideFile &file);
-	int store_file(const Pack &pack, const BuildId &id, DirCache &cache);
+	int store_file(const Pack &pack, const BuildId &id, DirCache &cache, bool *pinned);
+	int refresh_file(const BuildId &id, bool &pinned);
+	int put(const SideFile &file, bool released, DirCache &cache, bool &pinned);
+	void settle(SideFile &file, int err, bool pinned);
 	int store_soon(const std::shared_ptr<SideFile> &file);
 	int refresh_soon(const std::shared_ptr<SideFile> &file);
 	int flush_pending(bool all = true, std::chrono::steady_clock::time_point *next = nullptr);
@@ -600,13 +649,17 @@ void Notifier::prepare()
 		s->lock.lock();
 		// Parent and child would fill it apart, under one build-id.
 		s->seal_open_pack();
+		// Held for a system call at a time, by the writer too.
+		s->pins.before_fork();
 	}
 }
 
 void Notifier::parent()
 {
-	for (perfjit_session *s : sessions_)
+	for (perfjit_session *s : sessions_) {
+		s->pins.after_fork_in_parent();
 		s->lock.unlock();
+	}
 	lock_.unlock();
 }
 
@@ -618,6 +671,7 @@ void Notifier::child()
 		// the child does. What it guards is the writer's scratch.
 		new (&s->flush_lock) std::mutex;
 		s->flush_dirs = DirCache{};
+		s->pins.after_fork_in_child();
 	}
 	// The thread did not come along: forget it, never join it.
 	worker_.reset();
@@ -640,8 +694,12 @@ void Notifier::flush_at_exit()
 		if (n.worker_)
 			n.worker_->quit = true;
 		n.idle_.wait(guard, [&n] { return !n.current_; });
-		for (perfjit_session *s : n.sessions_)
+		for (perfjit_session *s : n.sessions_) {
 			s->flush_pending();
+			// The process's code ends with it: its pins go now, not
+			// at some other process's next prune.
+			s->pins.close();
+		}
 	} catch (...) {
 		// Exiting: what could not be stored is lost.
 	}
@@ -713,10 +771,23 @@ int perfjit_session::check_fork()
 	if (gen == fork_generation)
 		return 0;
 	fork_generation = gen;
-	// The parent's thread stores what the parent announced.
+	// The parent's thread stores what the parent queued; the child stores
+	// its own copy. What was stored and released is there, pinned by the
+	// parent (Notifier::child() left the parent's pins to it), and the
+	// child cannot write it again: pinned for the child now, before the
+	// parent unloads the code or exits.
 	for (auto &kv : regions) {
-		kv.second.file->stored = false;
 		kv.second.file->queued = false;
+		kv.second.file->pinned = false;
+	}
+	for (auto &kv : regions) {
+		SideFile &file = *kv.second.file;
+
+		if (!file.released || file.pinned)
+			continue;
+		if (!pins.is_open() && pins.open(buildid_dir))
+			break;
+		file.pinned = !pins.pin(file.id, side_file_path(buildid_dir, file.id));
 	}
 	pending.clear();
 	// Sealed before the fork (Notifier::prepare()): the child's next
@@ -758,8 +829,8 @@ int perfjit_session::announce(uint64_t addr, const Region &r, bool unload)
 {
 	const SideFile &file = r.file->laid();
 
-	return announce_span(addr, r.image().code.size(), file.offsets[r.index], r.image().name,
-			     file, unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
+	return announce_span(addr, r.len, file.offsets[r.index], r.name(), file,
+			     unload ? uapi::PERF_CODE_REGION_UNLOAD : 0);
 }
 
 // Under the lock: @file takes no more functions, and is stored as it is.
@@ -776,25 +847,28 @@ void perfjit_session::seal_open_pack()
 		seal(*open_pack);
 }
 
+// Under the lock, without the library's thread: a file that a flush of the
+// library's queue writes meanwhile is its to store.
 int perfjit_session::store(SideFile &file)
 {
-	if (file.stored)
+	bool pinned = false;
+
+	if (file.stored || file.queued)
 		return 0;
 	seal(file);
-	int err = store_file(file.pack, file.laid().id, dirs);
-	if (!err)
-		file.stored = true;
+	const int err = store_file(file.pack, file.laid().id, dirs, &pinned);
+	settle(file, err, pinned);
 	return err;
 }
 
-// store_side_file() of @pack, counted for the directory's bound, with what
-// failed told to the log.
-int perfjit_session::store_file(const Pack &pack, const BuildId &id, DirCache &cache)
+// store_side_file() of @pack, counted for the directory's bound and pinned,
+// with what failed told to the log.
+int perfjit_session::store_file(const Pack &pack, const BuildId &id, DirCache &cache, bool *pinned)
 {
 	std::string why;
 	uint64_t written = 0;
-	const int err =
-		store_side_file(buildid_dir, pack, id, &cache, &written, log ? &why : nullptr);
+	const int err = store_side_file(buildid_dir, pack, id, &cache, &written,
+					log ? &why : nullptr, &pins, pinned);
 
 	bound.add(written);
 	if (err && log) {
@@ -808,14 +882,71 @@ int perfjit_session::store_file(const Pack &pack, const BuildId &id, DirCache &c
 	return err;
 }
 
+// A stored file whose pack was freed, for a rundown: made the newest for the
+// directory's bound, and pinned if it is not (in a child after fork()).
+// One that something removed despite its pin (rm, an older bound) is
+// linked back from the pin; without one, it is lost: -ESTALE, and told to
+// the log.
+int perfjit_session::refresh_file(const BuildId &id, bool &pinned)
+{
+	const std::string path = side_file_path(buildid_dir, id);
+	int err = refresh_side_file(buildid_dir, id);
+
+	if (err && pinned && !pins.restore(id))
+		err = refresh_side_file(buildid_dir, id);
+	if (!err) {
+		if (!pinned)
+			pinned = !pins.pin(id, path);
+		return 0;
+	}
+	log(PERFJIT_LOG_WARNING, "side file " + path +
+					 " is missing or not whole while its code is live: perf "
+					 "names the code but cannot annotate or unwind it");
+	return -ESTALE;
+}
+
+// Stores @file with its pack, or refreshes it once @released; outside the
+// lock when @file is queued (nothing else writes or frees it then), else
+// under it. @pinned: whether the file holds a pin, before and after.
+int perfjit_session::put(const SideFile &file, bool released, DirCache &cache, bool &pinned)
+{
+	if (released)
+		return refresh_file(file.id, pinned);
+	return store_file(file.pack, file.id, cache, &pinned);
+}
+
+// Under the lock: what put() or store() did. A file that is stored and
+// pinned needs its pack no more.
+void perfjit_session::settle(SideFile &file, int err, bool pinned)
+{
+	if (err == -ESTALE)
+		file.lost = true;
+	if (err) {
+		if (!file.stored)
+			file.store_err = err;
+		return;
+	}
+	file.stored = true;
+	file.pinned = pinned;
+	if (pinned && !file.released)
+		file.release();
+}
+
 // Under the lock: a recorder asked, so loads are announced from now on. The
 // side-file directory's marker comes first, so that a recorder that runs as
 // another user or in another mount namespace finds it with the first record.
 // Without it, such a recorder names the regions but reads no side file.
 void perfjit_session::mark_asked()
 {
+	std::string why;
+
 	asked = true;
 	marker.map(buildid_dir);
+	if (!pins.is_open() && pins.open(buildid_dir, &why) && !pins_failed) {
+		pins_failed = true;
+		log(PERFJIT_LOG_WARNING,
+		    "side files not pinned, and their code kept in memory: " + why);
+	}
 }
 
 // Under the lock: has @file stored for the recorders that took its
@@ -849,6 +980,8 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 {
 	std::lock_guard<std::mutex> flushing(flush_lock);
 	std::vector<std::shared_ptr<SideFile>> todo;
+	// Of todo, when taken: whether released (refreshed only) and pinned.
+	std::vector<bool> released, pinned;
 	{
 		std::lock_guard<std::mutex> guard(lock);
 		const auto now = std::chrono::steady_clock::now();
@@ -865,6 +998,8 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 				continue;
 			}
 			seal(*file);
+			released.push_back(file->released);
+			pinned.push_back(file->pinned);
 			todo.push_back(std::move(file));
 		}
 		pending.swap(later);
@@ -874,9 +1009,11 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 	try {
 		for (size_t i = 0; i < todo.size(); i++) {
 			// Immutable once queued but for the flags, which are the
-			// lock's; a file stored meanwhile is left alone by the
-			// store (its build-id note is the same).
-			errs[i] = store_file(todo[i]->pack, todo[i]->id, flush_dirs);
+			// lock's: nothing else stores or frees a queued file.
+			bool now = pinned[i];
+
+			errs[i] = put(*todo[i], released[i], flush_dirs, now);
+			pinned[i] = now;
 			if (errs[i] && !first_err)
 				first_err = errs[i];
 		}
@@ -895,12 +1032,12 @@ int perfjit_session::flush_pending(bool all, std::chrono::steady_clock::time_poi
 		std::lock_guard<std::mutex> guard(lock);
 		for (size_t i = 0; i < todo.size(); i++) {
 			todo[i]->queued = false;
-			if (!errs[i])
-				todo[i]->stored = true;
-			else if (!todo[i]->stored)
-				todo[i]->store_err = errs[i];
+			settle(*todo[i], errs[i], pinned[i]);
 		}
 	}
+	// The files of code unloaded meanwhile go now, and their pins with
+	// them: the prune may take them.
+	todo.clear();
 	prune_if_due();
 	return first_err;
 }
@@ -951,25 +1088,24 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	auto last = first, next = first;
 	size_t count = 1;
 	for (++next; next != regions.end(); ++next, ++last, ++count) {
-		const CodeImage &a = last->second.image(), &b = next->second.image();
+		const Region &a = last->second, &b = next->second;
 
 		// Next to each other in the file, and where they were loaded
 		// still (perfjit_move() changes the address only).
-		if (next->second.file != first->second.file || !adjacent(a, b) ||
-		    next->first - last->first != b.addr - a.addr)
+		if (b.file != first->second.file || !follows(a, b) ||
+		    next->first - last->first != b.loaded_at - a.loaded_at)
 			break;
 	}
 	const Region &r = first->second;
-	const uint64_t end = last->first + last->second.image().code.size();
+	const uint64_t end = last->first + last->second.len;
 	constexpr uint32_t flags = uapi::PERF_CODE_REGION_RUNDOWN;
 	r.file->laid();
 	int err = announce_span(first->first, end - first->first, r.file->offsets[r.index],
-				run_name(r.image().name, count), *r.file, flags);
+				run_name(r.name(), count), *r.file, flags);
 	// Not one executable mapping, say: then each on its own.
 	for (auto it = first; err == -EINVAL && count > 1; ++it) {
-		err = announce_span(it->first, it->second.image().code.size(),
-				    r.file->offsets[it->second.index], it->second.image().name,
-				    *it->second.file, flags);
+		err = announce_span(it->first, it->second.len, r.file->offsets[it->second.index],
+				    it->second.name(), *it->second.file, flags);
 		if (it == last)
 			break;
 	}
@@ -979,14 +1115,13 @@ int perfjit_session::rundown_from(uint64_t &addr)
 	return err;
 }
 
-// Under the lock, in a rundown: once per rundown, makes a stored file that
-// the recorder needs the newest for the directory's bound, and stores it
-// again if another process's bound removed it. store_side_file() does both
-// (a file that is there is refreshed, not rewritten); with the library's
-// thread, that thread does, outside the lock, as it stores files.
+// Under the lock, in a rundown: once per rundown, put() of a stored file
+// that the recorder needs (refreshed, or stored again from its pack if it
+// could not be pinned); with the library's thread, that thread does,
+// outside the lock, as it stores files.
 int perfjit_session::refresh_soon(const std::shared_ptr<SideFile> &file)
 {
-	if (file->refreshed == rundowns || file->queued)
+	if (file->refreshed == rundowns || file->queued || file->lost)
 		return 0;
 	file->refreshed = rundowns;
 	if (own_thread && Notifier::get().has_writer()) {
@@ -996,7 +1131,11 @@ int perfjit_session::refresh_soon(const std::shared_ptr<SideFile> &file)
 			Notifier::get().wake_writer();
 		return 0;
 	}
-	return store_file(file->pack, file->id, dirs);
+	bool pinned = file->pinned;
+	const int err = put(*file, file->released, dirs, pinned);
+
+	settle(*file, err, pinned);
+	return err;
 }
 
 // Announces all live code again, marked PERF_CODE_REGION_RUNDOWN, because a
@@ -1024,6 +1163,12 @@ int perfjit_session::rundown()
 			if (mode != PERFJIT_MODE_CODE_REGION)
 				return 0;
 			if (first) {
+				// The library's thread of a child may run it
+				// before the runtime's first call there.
+				const int ferr = check_fork();
+
+				if (ferr)
+					return ferr;
 				rundowns++;
 				mark_asked();
 				// What a recorder asks for is written now.
@@ -1062,17 +1207,17 @@ int perfjit_session::announce_load(const std::vector<Region> &batch, size_t firs
 	int err;
 
 	if (count > 1) {
-		const CodeImage &a = r.image(), &b = batch[first + count - 1].image();
-		const std::string name = run_name(a.name, count);
+		const Region &b = batch[first + count - 1];
 
 		r.file->laid();
-		err = announce_span(a.addr, b.addr + b.code.size() - a.addr,
-				    r.file->offsets[r.index], name, *r.file, 0);
+		err = announce_span(r.loaded_at, b.loaded_at + b.len - r.loaded_at,
+				    r.file->offsets[r.index], run_name(r.name(), count), *r.file,
+				    0);
 		// Not one executable mapping, say: then each on its own.
 		for (size_t i = first; err == -EINVAL && i < first + count; i++)
-			err = announce(batch[i].image().addr, batch[i], false);
+			err = announce(batch[i].loaded_at, batch[i], false);
 	} else {
-		err = announce(r.image().addr, r, false);
+		err = announce(r.loaded_at, r, false);
 	}
 	return err ? err : store_soon(r.file);
 }
@@ -1085,10 +1230,10 @@ size_t perfjit_session::run_length(const std::vector<Region> &batch, size_t i) c
 
 	for (; i + n < batch.size(); n++) {
 		const Region &prev = batch[i + n - 1], &next = batch[i + n];
-		auto other = regions.lower_bound(prev.image().addr);
+		auto other = regions.lower_bound(prev.loaded_at);
 
-		if (prev.file != next.file || !adjacent(prev.image(), next.image()) ||
-		    (other != regions.end() && other->first < next.image().addr))
+		if (prev.file != next.file || !follows(prev, next) ||
+		    (other != regions.end() && other->first < next.loaded_at))
 			break;
 	}
 	return n;
@@ -1135,25 +1280,27 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 			return err;
 		if (image.name.size() >= uapi::PERF_CODE_REGION_NAME_MAX)
 			return -ENAMETOOLONG;
-		if (regions.count(image.addr) || (i && image.addr == batch[i - 1].image().addr))
+		if (regions.count(image.addr) || (i && image.addr == batch[i - 1].loaded_at))
 			return -EEXIST;
 		Region &r = batch[i];
+		r.len = image.code.size();
+		r.loaded_at = image.addr;
 		if (to_pack && eh_frame_relocatable(image)) {
 			if (open_pack && (open_pack->pack.size() >= kPackFunctions ||
 					  open_pack->code_bytes + image.code.size() > kPackBytes))
 				seal_open_pack();
 			if (!open_pack)
-				open_pack = SideFile::open_pack();
+				open_pack = SideFile::open_pack(&pins);
 			r.file = open_pack;
 			r.index = r.file->append(std::move(image));
 			continue;
 		}
 		if (code_region && eh_frame_relocatable(image)) {
 			if (!shared)
-				shared = std::make_shared<SideFile>();
+				shared = std::make_shared<SideFile>(&pins);
 			r.file = shared;
 		} else {
-			r.file = std::make_shared<SideFile>();
+			r.file = std::make_shared<SideFile>(&pins);
 		}
 		r.index = r.file->pack.size();
 		r.file->pack.push_back(std::move(image));
@@ -1168,10 +1315,10 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 
 		switch (mode) {
 		case PERFJIT_MODE_PERF_MAP:
-			err = perf_map.load(r.image().addr, r.image().code.size(), r.image().name);
+			err = perf_map.load(r.loaded_at, r.len, r.name());
 			break;
 		case PERFJIT_MODE_JITDUMP:
-			err = jitdump.load(r.image().addr, r.image(), r.jitdump_index);
+			err = jitdump.load(r.loaded_at, r.image(), r.jitdump_index);
 			break;
 		default:
 			if (!asked) {
@@ -1188,12 +1335,15 @@ int perfjit_session::load(const perfjit_code *const *codes, size_t n)
 		// Take back what was announced: the batch loads as a whole or
 		// not at all. A fallback file keeps its lines: it has no unload.
 		for (size_t i = 0; code_region && asked && i < announced; i++)
-			announce(batch[i].image().addr, batch[i], true);
+			announce(batch[i].loaded_at, batch[i], true);
 		return err;
 	}
 	for (auto &r : batch) {
-		const uint64_t addr = r.image().addr;
+		// A fallback file has all it needs of the code now.
+		const uint64_t addr = r.loaded_at;
 
+		if (!code_region)
+			r.file->release();
 		regions.emplace(addr, std::move(r));
 	}
 	return 0;
@@ -1229,10 +1379,10 @@ int perfjit_session::move(uint64_t from, uint64_t to)
 	int err = 0;
 	switch (mode) {
 	case PERFJIT_MODE_PERF_MAP:
-		err = perf_map.load(to, r.image().code.size(), r.image().name);
+		err = perf_map.load(to, r.len, r.name());
 		break;
 	case PERFJIT_MODE_JITDUMP:
-		err = jitdump.move(from, to, r.image().code.size(), r.jitdump_index);
+		err = jitdump.move(from, to, r.len, r.jitdump_index);
 		break;
 	default: {
 		if (!asked)
@@ -1439,6 +1589,8 @@ void perfjit_close(perfjit_session *session)
 			Notifier::get().detach(session);
 			// No thread stores them now.
 			session->flush_pending();
+			// At once, not one unpin per file as the regions go.
+			session->pins.close();
 		}
 	} catch (...) {
 		// A lock failed: the session is freed all the same.
@@ -1474,6 +1626,8 @@ int perfjit_build_id(perfjit_session *session, const void *addr, uint8_t build_i
 
 		if (it == session->regions.end())
 			return -ENOENT;
+		if (session->mode != PERFJIT_MODE_CODE_REGION)
+			return -ENODATA;
 		const SideFile &file = it->second.file->laid();
 
 		memcpy(build_id, file.id.data(), file.id.size());
@@ -1518,7 +1672,9 @@ const char *perfjit_strerror(int err)
 	case ENOENT:
 		return "no code is announced at this address";
 	case ENODATA:
-		return "no side file was stored for this code (nobody recorded)";
+		return "no side file for this code (nobody recorded, or a fallback mode)";
+	case ESTALE:
+		return "the side file was removed while its code is live";
 	case EINVAL:
 		return "invalid argument";
 	case E2BIG:

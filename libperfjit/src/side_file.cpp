@@ -19,9 +19,11 @@
 #include <new>
 #include <openssl/evp.h>
 #include <stdexcept>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "dwarf.hpp"
@@ -203,11 +205,16 @@ std::string side_file_path(const std::string &buildid_dir, const BuildId &id)
 	return buildid_dir + "/.build-id/" + hex.substr(0, 2) + "/" + hex.substr(2);
 }
 
+bool adjacent(uint64_t prev_addr, uint64_t prev_len, uint64_t next_addr)
+{
+	const uint64_t prev_end = prev_addr + prev_len;
+
+	return prev_addr && next_addr >= prev_end && next_addr - prev_end < kAdjacentGap;
+}
+
 bool adjacent(const CodeImage &prev, const CodeImage &next)
 {
-	const uint64_t prev_end = prev.addr + prev.code.size();
-
-	return prev.addr && next.addr >= prev_end && next.addr - prev_end < kAdjacentGap;
+	return adjacent(prev.addr, prev.code.size(), next.addr);
 }
 
 uint64_t pack_next_offset(const Pack &pack, const std::vector<uint64_t> &offsets)
@@ -857,22 +864,53 @@ bool side_file_intact(const std::string &path, const BuildId &id)
 	return false;
 }
 
+int refresh_side_file(const std::string &buildid_dir, const BuildId &id)
+{
+	const std::string path = side_file_path(buildid_dir, id);
+
+	struct stat st;
+
+	// Another user's regular file that this one cannot read (mode 0600 in
+	// a shared directory) can be neither checked nor replaced: it is taken
+	// as it is, as perf, which reads it as its owner or root, will check
+	// it. The stat() tells that the directories could be searched.
+	if (!side_file_intact(path, id) &&
+	    (fstatat(AT_FDCWD, path.c_str(), &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode) ||
+	     !faccessat(AT_FDCWD, path.c_str(), R_OK, AT_EACCESS) || errno != EACCES))
+		return -ENOENT;
+	utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
+	return 0;
+}
+
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
-		    DirCache *dirs, uint64_t *written, std::string *why)
+		    DirCache *dirs, uint64_t *written, std::string *why, Pins *pins, bool *pinned)
 {
 	static std::atomic<unsigned long> counter{0};
 	const std::string path = side_file_path(buildid_dir, id);
 	const std::string dir = path.substr(0, path.rfind('/'));
+	bool is_pinned = false;
 
 	if (written)
 		*written = 0;
+	if (pinned)
+		*pinned = false;
 	// Stored already, by us, a concurrent writer or an earlier run: never
 	// rewritten, but made the newest for a directory's bound (DirBound).
 	// Unless it is not whole (a crash tore a file that an older writer
 	// had not synced): then it is replaced.
-	if (side_file_intact(path, id)) {
-		utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
-		return 0;
+	// Or gone while this session holds a pin of it (for other code of the
+	// same build-id): linked back from the pin.
+	if (!refresh_side_file(buildid_dir, id) ||
+	    (pins && !pins->restore(id) && !refresh_side_file(buildid_dir, id))) {
+		const int err = pins ? pins->pin(id, path) : 0;
+
+		// Removed between the two, by a bound that read it before its
+		// time was set: written again.
+		if (err != -ENOENT) {
+			if (pinned)
+				*pinned = pins && !err;
+			return 0;
+		}
 	}
 	if (!dirs || !dirs->has(id[0])) {
 		int err = mkdir_p(dir);
@@ -902,14 +940,26 @@ int store_side_file(const std::string &buildid_dir, const Pack &pack, const Buil
 	if (!err && fstat(fd.get(), &st))
 		err = failed(why, -errno, "fstat " + tmp);
 	fd.reset();
+	// Pinned under its temporary name: it never has one link under its
+	// own.
+	if (!err && pins)
+		is_pinned = !pins->pin(id, tmp);
 	// rename() replaces a torn file; two writers of one build-id write
 	// the same bytes, and either's file is whole.
-	if (!err && rename(tmp.c_str(), path.c_str()))
-		err = failed(why, -errno, "rename to " + path);
-	if (err)
+	const int renamed = err ? 0 : rename(tmp.c_str(), path.c_str()) ? -errno : 0;
+	if (err || renamed) {
+		// Undone before anything that could throw.
 		unlink(tmp.c_str());
-	else if (written)
+		if (is_pinned)
+			pins->unpin(id);
+		is_pinned = false;
+	} else if (written) {
 		*written = st.st_size;
+	}
+	if (renamed)
+		err = failed(why, renamed, "rename to " + path);
+	if (pinned)
+		*pinned = is_pinned;
 	return err;
 }
 
@@ -995,6 +1045,8 @@ int DirBound::prune(const std::string &buildid_dir, const Keep &keep, Result *re
 		room_.store(static_cast<int64_t>(max_));
 		return err == ENOENT ? 0 : -err;
 	}
+	// Their files, unpinned, may go now.
+	Pins::remove_ended(buildid_dir);
 	while (const dirent *sub = readdir(top.get())) {
 		if (strlen(sub->d_name) != 2 || hex_digit(sub->d_name[0]) < 0 ||
 		    hex_digit(sub->d_name[1]) < 0)
@@ -1046,8 +1098,9 @@ int DirBound::prune(const std::string &buildid_dir, const Keep &keep, Result *re
 			if (std::binary_search(kept.begin(), kept.end(), f.id))
 				continue;
 			// Stored or refreshed since it was read: needed again.
+			// Pinned: some session's live code (Pins).
 			if (!fstatat(root.get(), f.path.c_str(), &st, AT_SYMLINK_NOFOLLOW) &&
-			    !same_time(st.st_mtim, f.mtime))
+			    (!same_time(st.st_mtim, f.mtime) || st.st_nlink > 1))
 				continue;
 			// Gone already: another writer's bound took it.
 			if (unlinkat(root.get(), f.path.c_str(), 0) && errno != ENOENT)
@@ -1066,6 +1119,248 @@ int DirBound::prune(const std::string &buildid_dir, const Keep &keep, Result *re
 	if (result)
 		*result = r;
 	return 0;
+}
+
+namespace
+{
+
+// Removes the pin directory @name under @at, its lock last, closing @lock
+// first (NFS would keep an open file under another name, and the
+// directory with it): a directory without its lock is one whose session
+// is removing it.
+void remove_pin_dir(int at, const char *name, UniqueFd &lock)
+{
+	UniqueFd fd(openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	UniqueDir d(fd ? fdopendir(fd.get()) : nullptr);
+
+	if (!d)
+		return;
+	const int dir = fd.release();
+	while (const dirent *e = readdir(d.get())) {
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "lock"))
+			unlinkat(dir, e->d_name, 0);
+	}
+	lock.reset();
+	unlinkat(dir, "lock", 0);
+	unlinkat(at, name, AT_REMOVEDIR);
+}
+
+// @id in lower-case hex, without an allocation.
+void hex_of(const BuildId &id, char (&out)[2 * sizeof(BuildId) + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < id.size(); i++) {
+		out[2 * i] = digits[id[i] >> 4];
+		out[2 * i + 1] = digits[id[i] & 15];
+	}
+	out[2 * id.size()] = 0;
+}
+
+// A name no other session has, in any PID namespace: the pid and 8 random
+// bytes.
+std::string pin_dir_name()
+{
+	static std::atomic<uint64_t> counter{0};
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != static_cast<ssize_t>(sizeof(r)))
+		r = (static_cast<uint64_t>(time(nullptr)) << 20) ^ counter.fetch_add(1);
+	char hex[17];
+	snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(r));
+	return std::to_string(getpid()) + "-" + hex;
+}
+
+} // namespace
+
+bool Pins::is_open() const
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	return static_cast<bool>(dir_);
+}
+
+// Made under a name that starts with a dot, which remove_ended() passes
+// over, and renamed once its lock is held: a prune never sees a session's
+// directory unlocked while the session lives.
+int Pins::open(const std::string &buildid_dir, std::string *why)
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	if (dir_)
+		return 0;
+	const std::string live = buildid_dir + "/.build-id/.live";
+	const std::string name = pin_dir_name();
+	const std::string tmp = live + "/." + name, path = live + "/" + name;
+	int err = mkdir_p(live);
+
+	if (err)
+		return failed(why, err, "mkdir " + live);
+	if (mkdir(tmp.c_str(), 0755))
+		return failed(why, -errno, "mkdir " + tmp);
+	UniqueFd dir(::open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	UniqueFd lock(dir ? openat(dir.get(), "lock", O_CREAT | O_RDWR | O_CLOEXEC, 0644) : -1);
+	const char *step = "create a lock in ";
+	if (lock) {
+		step = "lock ";
+		if (!flock(lock.get(), LOCK_EX)) {
+			step = "rename ";
+			if (!rename(tmp.c_str(), path.c_str()))
+				step = nullptr;
+		}
+	}
+	if (step) {
+		err = failed(why, -errno, step + tmp);
+		remove_pin_dir(AT_FDCWD, tmp.c_str(), lock);
+		return err;
+	}
+	owner_ = getpid();
+	buildid_dir_ = buildid_dir;
+	path_ = path;
+	dir_ = std::move(dir);
+	lock_fd_ = std::move(lock);
+	return 0;
+}
+
+int Pins::pin(const BuildId &id, const std::string &path)
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	if (!dir_)
+		return -EBADF;
+	// Counted first: an allocation that fails leaves no link behind.
+	auto it = held_.try_emplace(id, 0).first;
+	char hex[2 * sizeof(BuildId) + 1];
+	if (it->second) {
+		it->second++;
+		return 0;
+	}
+	hex_of(id, hex);
+	// A name there already is this session's (an unlink that failed):
+	// the same build-id, the same content.
+	if (linkat(AT_FDCWD, path.c_str(), dir_.get(), hex, 0) && errno != EEXIST) {
+		const int err = -errno;
+
+		held_.erase(it);
+		return err;
+	}
+	it->second = 1;
+	return 0;
+}
+
+void Pins::unpin(const BuildId &id) noexcept
+{
+	char hex[2 * sizeof(BuildId) + 1];
+
+	try {
+		std::lock_guard<std::mutex> guard(lock_);
+		auto it = held_.find(id);
+
+		if (it == held_.end() || --it->second)
+			return;
+		held_.erase(it);
+		hex_of(id, hex);
+		unlinkat(dir_.get(), hex, 0);
+	} catch (...) {
+		// Only the lock can throw: the pin stays until the session ends.
+	}
+}
+
+int Pins::restore(const BuildId &id)
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	if (!dir_ || !held_.count(id))
+		return -ENOENT;
+	const std::string file = side_file_path(buildid_dir_, id);
+	const std::string hex = build_id_hex(id);
+	auto link_back = [&] {
+		return !linkat(dir_.get(), hex.c_str(), AT_FDCWD, file.c_str(), 0) ||
+		       errno == EEXIST;
+	};
+
+	if (link_back())
+		return 0;
+	// The .build-id/xx directory went as well.
+	if (errno != ENOENT || faccessat(dir_.get(), hex.c_str(), F_OK, 0))
+		return -errno;
+	const int err = mkdir_p(file.substr(0, file.rfind('/')));
+	if (err)
+		return err;
+	return link_back() ? 0 : -errno;
+}
+
+void Pins::close()
+{
+	std::lock_guard<std::mutex> guard(lock_);
+
+	// A child that fork() made without the library's fork handler (a raw
+	// clone()) has its parent's directory: never removed from there.
+	if (dir_ && owner_ == getpid())
+		remove_pin_dir(AT_FDCWD, path_.c_str(), lock_fd_);
+	forget_locked();
+}
+
+void Pins::before_fork()
+{
+	lock_.lock();
+}
+
+void Pins::after_fork_in_parent()
+{
+	lock_.unlock();
+}
+
+void Pins::after_fork_in_child()
+{
+	lock_.unlock();
+	// Closing the inherited lock leaves the parent's flock(): it belongs
+	// to the open file, which the parent holds too.
+	forget_locked();
+}
+
+void Pins::forget_locked()
+{
+	dir_.reset();
+	lock_fd_.reset();
+	path_.clear();
+	held_.clear();
+}
+
+void Pins::remove_ended(const std::string &buildid_dir)
+{
+	const std::string live = buildid_dir + "/.build-id/.live";
+	UniqueFd root(::open(live.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+	UniqueDir top = root ? open_dir_at(root.get(), ".") : nullptr;
+	const time_t stale = time(nullptr) - 3600;
+
+	while (top) {
+		const dirent *e = readdir(top.get());
+		struct stat st;
+
+		if (!e)
+			break;
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		UniqueFd dir(openat(root.get(), e->d_name,
+				    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+		if (!dir)
+			continue;
+		// Writable: NFS emulates flock() with a write lock.
+		UniqueFd lock(e->d_name[0] == '.' ? -1
+						  : openat(dir.get(), "lock", O_RDWR | O_CLOEXEC));
+		if (lock) {
+			// Held: the session lives. Another error: left alone.
+			if (flock(lock.get(), LOCK_EX | LOCK_NB))
+				continue;
+		} else if (fstat(dir.get(), &st) || st.st_mtime >= stale) {
+			// Being made (Pins::open()), or being removed by its
+			// session: a moment's work. An hour later, abandoned.
+			continue;
+		}
+		dir.reset();
+		remove_pin_dir(root.get(), e->d_name, lock);
+	}
 }
 
 DirMarker::~DirMarker()

@@ -8,10 +8,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "perfjit.h"
+#include "util.hpp"
 
 namespace perfjit
 {
@@ -66,6 +70,8 @@ using Pack = std::vector<CodeImage>;
 // in perf, can cover both.
 constexpr uint64_t kAdjacentGap = 64;
 bool adjacent(const CodeImage &prev, const CodeImage &next);
+// The same of code loaded at @prev_addr, @prev_len bytes, and at @next_addr.
+bool adjacent(uint64_t prev_addr, uint64_t prev_len, uint64_t next_addr);
 
 // Where each function of @pack sits in its side file: after the one before
 // it at their distance in memory if adjacent(), else at the next 16-byte
@@ -121,6 +127,8 @@ private:
 	std::array<bool, 256> known_{};
 };
 
+class Pins;
+
 // Stores the side file at side_file_path(), atomically: a temporary file,
 // synced, renamed into place. A file already there whose build-id note
 // says @id is not rewritten, but its time is set to now, so that a
@@ -128,11 +136,19 @@ private:
 // or one torn by a crash, is written again. Returns 0 or a negative errno,
 // with what failed in *@why, and never leaves a partial file behind.
 // *@written, if given, is the size of the file this call put there, else 0.
+// With @pins, the file is pinned before it gets its name, so that no bound
+// sees it unpinned; *@pinned says whether it is (a pin to undo with
+// Pins::unpin()).
 int store_side_file(const std::string &buildid_dir, const Pack &pack, const BuildId &id,
 		    DirCache *dirs = nullptr, uint64_t *written = nullptr,
-		    std::string *why = nullptr);
+		    std::string *why = nullptr, Pins *pins = nullptr, bool *pinned = nullptr);
 int store_side_file(const std::string &buildid_dir, const CodeImage &image, const BuildId &id,
 		    DirCache *dirs = nullptr);
+
+// For a stored side file whose content is no longer kept: sets its time to
+// now, as store_side_file() does, if it is there and whole (or another
+// user's that cannot be read, taken as it is). 0, or -ENOENT.
+int refresh_side_file(const std::string &buildid_dir, const BuildId &id);
 
 // Whether the file at @path is an ELF file whose GNU build-id note says
 // @id: whole, as perf would take it.
@@ -170,8 +186,10 @@ public:
 	// read, so that a file stored later is not in the list to remove.
 	using Keep = std::function<std::vector<BuildId>()>;
 	// Measures @buildid_dir and removes the oldest side files past the
-	// bound, never one whose build-id @keep gives, nor one whose time
-	// changed since it was read (stored again, or refreshed, meanwhile).
+	// bound, never one whose build-id @keep gives, one that a session
+	// pinned (Pins), nor one whose time changed since it was read
+	// (stored again, or refreshed, meanwhile). The pins of sessions that
+	// ended are removed first.
 	// Temporary files that a writer killed while writing left behind are
 	// removed after an hour. One caller at a time. 0, or a negative errno
 	// if the directory cannot be read.
@@ -183,6 +201,62 @@ private:
 	uint64_t max_;
 	// What may be written before the next measure; below 0: due.
 	std::atomic<int64_t> room_{0};
+};
+
+// Hard links to the side files of one session's live code, so that no
+// bound removes them while the code runs: DirBound::prune() leaves a file
+// with more than one link. They are in a directory of the session's own,
+// <dir>/.build-id/.live/<pid>-<random>, whose "lock" file the session
+// holds flock()ed; a prune removes the directory of a session that ended
+// without removing it (a process killed). A file that something removed
+// anyway (rm, an older bound) is linked back from its pin. Any thread.
+// A directory that cannot be made (another user's .live, say) leaves
+// nothing pinned: the session keeps its code in memory instead.
+class Pins
+{
+public:
+	Pins() = default;
+	Pins(const Pins &) = delete;
+	Pins &operator=(const Pins &) = delete;
+	~Pins() { close(); }
+
+	// Creates the session's directory, once. 0 or a negative errno, with
+	// what failed in *@why.
+	int open(const std::string &buildid_dir, std::string *why = nullptr);
+	bool is_open() const;
+	// Pins the side file of @id by linking @path (the side file, or the
+	// temporary file about to be renamed to it), unless a pin of @id is
+	// held already: each pin() that returns 0 is undone by one unpin().
+	// -EBADF without a directory, -ENOENT if @path is gone, -EPERM for
+	// another user's file under fs.protected_hardlinks.
+	int pin(const BuildId &id, const std::string &path);
+	void unpin(const BuildId &id) noexcept;
+	// Links the side file of @id back from its pin: 0, or -ENOENT if it
+	// is not pinned.
+	int restore(const BuildId &id);
+	// Removes the directory (the destructor does too); pins nothing after.
+	// In a process other than the one that opened it, only forgets it.
+	void close();
+	// Around fork(), from the library's fork handlers: the pins are not
+	// being changed when the process is copied. In the child, the
+	// directory and its pins are the parent's, never changed from there.
+	void before_fork();
+	void after_fork_in_parent();
+	void after_fork_in_child();
+
+	// Removes the directories of sessions that ended; see DirBound::prune().
+	static void remove_ended(const std::string &buildid_dir);
+
+private:
+	void forget_locked();
+
+	mutable std::mutex lock_;
+	std::map<BuildId, unsigned> held_; // pins of each build-id
+	pid_t owner_ = 0;
+	std::string buildid_dir_;
+	std::string path_;
+	UniqueFd dir_;
+	UniqueFd lock_fd_;
 };
 
 // The file whose read-only mapping tells a recorder where the process

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/perf_event.h>
+#include <malloc.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -219,6 +220,9 @@ TEST(Session, PerfMapLines)
 	EXPECT_EQ(perf_map_of(getpid()), hex(kCode) + " 10 jit_one\n" + hex(kCode + 16) +
 						 " 8 jit two words\n" + hex(kCode + 32) +
 						 " 8 jit two words\n");
+	// No side file, so no build-id.
+	uint8_t id[20];
+	EXPECT_EQ(perfjit_build_id(s.get(), kCode, id), -ENODATA);
 	unlink(map.c_str());
 }
 
@@ -888,7 +892,9 @@ uint64_t side_files_in(const std::string &dir, std::set<std::string> *names = nu
 {
 	uint64_t total = 0;
 	std::unique_ptr<FILE, int (*)(FILE *)> p(
-		popen(("find '" + dir + "/.build-id' -mindepth 2 -type f -printf '%s %p\\n'")
+		popen(("find '" + dir +
+		       "/.build-id' -mindepth 2 -maxdepth 2 -path '*/.build-id/[0-9a-f][0-9a-f]/*' "
+		       "-type f -printf '%s %p\\n'")
 			      .c_str(),
 		      "r"),
 		pclose);
@@ -906,9 +912,9 @@ uint64_t side_files_in(const std::string &dir, std::set<std::string> *names = nu
 
 // A long-lived runtime that loads and unloads code while somebody records
 // keeps its build-id directory under perfjit_options::max_dir_bytes: the
-// oldest side files go, an earlier run's first, never one of live code.
-// One that another process's bound removed is stored again for the next
-// recorder.
+// oldest side files go, an earlier run's first, never one of live code,
+// not even by another process's bound. One that something removed anyway
+// is put back for the next recorder.
 TEST_F(CodeRegion, BuildIdDirectoryKeptUnderItsBound)
 {
 	session_.reset();
@@ -966,12 +972,89 @@ TEST_F(CodeRegion, BuildIdDirectoryKeptUnderItsBound)
 	side_files_in(dir_.path(), &left);
 	EXPECT_GT(left.size(), live.size()) << "the bound removed more than it must";
 
-	// Another process's bound removed a live file: the next recorder's
-	// rundown stores it again.
+	// Another process's bound, which knows nothing of this one's code,
+	// leaves its live files: they are pinned.
+	perfjit::DirBound other(1);
+	other.add(1);
+	ASSERT_EQ(other.prune(dir_.path(), {}), 0);
+	for (const auto &p : live)
+		EXPECT_EQ(access(p.c_str(), R_OK), 0) << p;
+	std::set<std::string> after;
+	side_files_in(dir_.path(), &after);
+	EXPECT_EQ(after.size(), live.size()) << "the other bound removed all but the live files";
+
+	// Removed anyway (rm): the next recorder's rundown puts it back.
 	ASSERT_EQ(unlink(live[0].c_str()), 0);
 	Recorder late;
 	ASSERT_TRUE(late.ok()) << strerror(errno);
 	EXPECT_TRUE(eventually([&] { return access(live[0].c_str(), R_OK) == 0; })) << live[0];
+}
+
+// Once the side files are stored, the library keeps of each live function
+// only what a rundown announces (its name, address, length and place in a
+// side file): the code, lines and unwind table are in the file. Measured
+// with the allocator's own count, over 4,096 functions of 256 bytes.
+TEST_F(CodeRegion, StoredFunctionsKeepOnlyWhatARundownNeeds)
+{
+	perfjit::Session &s = *session_;
+	constexpr size_t kFunctions = 4096, kBatch = 256, kSize = 256, kLines = 32;
+	const size_t len = kFunctions * kSize;
+	void *mem = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(mem, MAP_FAILED);
+	auto *code = static_cast<uint8_t *>(mem);
+	for (size_t i = 0; i < len; i += sizeof(kCode))
+		memcpy(code + i, kCode, sizeof(kCode));
+	ASSERT_EQ(mprotect(mem, len, PROT_READ | PROT_EXEC), 0);
+
+	std::vector<std::string> names(kFunctions);
+	std::vector<perfjit_line> lines(kLines);
+	for (size_t i = 0; i < kLines; i++)
+		lines[i] = {i * (kSize / kLines), static_cast<uint32_t>(i + 1), 0};
+	std::vector<perfjit_code> codes(kFunctions);
+	for (size_t i = 0; i < kFunctions; i++) {
+		names[i] = "jit_kept_" + std::to_string(100000 + i);
+		codes[i] = code_at(code + i * kSize, names[i].c_str(), kSize);
+		codes[i].source_file = "kept.js";
+		codes[i].lines = lines.data();
+		codes[i].nr_lines = kLines;
+	}
+	const auto in_use = [] { return static_cast<double>(mallinfo2().uordblks); };
+	const double before = in_use();
+	for (size_t b = 0; b < kFunctions; b += kBatch) {
+		std::vector<const perfjit_code *> batch;
+
+		for (size_t i = b; i < b + kBatch; i++)
+			batch.push_back(&codes[i]);
+		ASSERT_FALSE(s.load(batch));
+	}
+	// Nobody recorded yet: the copy is what a later recorder gets.
+	const double unstored = (in_use() - before) / kFunctions;
+	EXPECT_GT(unstored, kSize + kLines * sizeof(perfjit_line));
+	{
+		Recorder recorder;
+		ASSERT_TRUE(recorder.ok());
+		for (size_t b = 0; b < kFunctions; b += kBatch)
+			EXPECT_TRUE(eventually([&] { return stored(s.get(), code + b * kSize); }));
+	}
+	const double kept = (in_use() - before) / kFunctions;
+	RecordProperty("bytes_per_function_unstored", std::to_string(unstored));
+	RecordProperty("bytes_per_function_stored", std::to_string(kept));
+	// A map entry with the region (about 110 bytes), the name (15 bytes
+	// here: in the string itself, no allocation of its own) and its
+	// offset in the file.
+	EXPECT_LT(kept, 256) << "bytes per stored function; " << unstored
+			     << " before it was stored";
+
+	// And a late recorder still gets every function, from what is kept.
+	Recorder late;
+	ASSERT_TRUE(late.ok());
+	EXPECT_TRUE(eventually([&] {
+		std::set<uint64_t> covered;
+		for (const Seen &r : late.code_regions())
+			covered.insert(r.addr);
+		return covered.size() == kFunctions / kBatch;
+	}));
+	munmap(mem, len);
 }
 
 // A side file the library's thread cannot store: the load itself succeeds
@@ -1010,14 +1093,20 @@ TEST_F(CodeRegion, StoreErrorReportedBySideFile)
 	}));
 	EXPECT_EQ(err, -ENOTDIR);
 	std::lock_guard<std::mutex> guard(said.lock);
-	ASSERT_FALSE(said.lines.empty());
-	EXPECT_EQ(said.lines[0].first, PERFJIT_LOG_ERROR);
-	EXPECT_NE(said.lines[0].second.find("jit_nowhere"), std::string::npos)
-		<< said.lines[0].second;
-	EXPECT_NE(said.lines[0].second.find("mkdir /dev/null/buildid"), std::string::npos)
-		<< said.lines[0].second;
-	EXPECT_NE(said.lines[0].second.find(strerror(ENOTDIR)), std::string::npos)
-		<< said.lines[0].second;
+	// The store's error, and a warning that nothing could be pinned there
+	// either.
+	const auto store = std::find_if(said.lines.begin(), said.lines.end(), [](const auto &l) {
+		return l.second.find("jit_nowhere") != std::string::npos;
+	});
+	ASSERT_NE(store, said.lines.end());
+	EXPECT_EQ(store->first, PERFJIT_LOG_ERROR);
+	EXPECT_NE(store->second.find("mkdir /dev/null/buildid"), std::string::npos)
+		<< store->second;
+	EXPECT_NE(store->second.find(strerror(ENOTDIR)), std::string::npos) << store->second;
+	EXPECT_TRUE(std::any_of(said.lines.begin(), said.lines.end(), [](const auto &l) {
+		return l.first == PERFJIT_LOG_WARNING &&
+		       l.second.find("not pinned") != std::string::npos;
+	}));
 }
 
 // fork() does not wait for the side files that the library's thread is
@@ -1035,8 +1124,12 @@ TEST_F(CodeRegion, ForkDoesNotWaitForPendingWrites)
 	} gate;
 	const std::string bad = "/dev/null/buildid"; // outlives the options
 	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, bad);
-	o.log = [](void *arg, int, const char *) {
+	// Held in the store's error, which the library's thread logs as it
+	// writes, outside the session's lock.
+	o.log = [](void *arg, int, const char *message) {
 		auto *g = static_cast<Gate *>(arg);
+		if (!strstr(message, "was not stored"))
+			return;
 		std::unique_lock<std::mutex> guard(g->lock);
 
 		g->entered = true;
@@ -1377,48 +1470,131 @@ TEST_F(CodeRegion, RundownByTheRuntime)
 	ASSERT_EQ(recorder.code_regions().size(), 1u);
 }
 
+// A child of the test that loads @name at @addr into @s, its first call
+// into the library there, says so, and waits for finish() to end: with
+// exit(), whose handlers run, or _exit().
+class HeldChild
+{
+public:
+	HeldChild(perfjit::Session &s, const char *name, const void *addr, bool exit_handlers)
+	{
+		char c = 0;
+
+		if (pipe(ready_) || pipe(go_))
+			return;
+		pid_ = fork();
+		if (pid_ == 0) {
+			const bool ok = !s.load(name, addr, 16);
+
+			if (write(ready_[1], &c, 1) != 1 || read(go_[0], &c, 1) != 1)
+				_exit(3);
+			if (exit_handlers)
+				exit(ok ? 0 : 2);
+			_exit(ok ? 0 : 2);
+		}
+		if (pid_ > 0 && read(ready_[0], &c, 1) != 1)
+			pid_ = -1;
+	}
+	HeldChild(const HeldChild &) = delete;
+	HeldChild &operator=(const HeldChild &) = delete;
+	~HeldChild()
+	{
+		finish();
+		for (int fd : {ready_[0], ready_[1], go_[0], go_[1]})
+			close(fd);
+	}
+	bool ok() const { return pid_ > 0; }
+	pid_t pid() const { return pid_; }
+	// Lets it end, and waits: whether it loaded and exited 0.
+	bool finish()
+	{
+		int status = 0;
+
+		if (pid_ <= 0 || write(go_[1], "g", 1) != 1 || waitpid(pid_, &status, 0) != pid_)
+			return false;
+		pid_ = -1;
+		return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	}
+
+private:
+	int ready_[2] = {-1, -1}, go_[2] = {-1, -1};
+	pid_t pid_ = -1;
+};
+
 // After fork() the child has the parent's code, and its own registration:
 // a recorder of the child gets the child's rundown of that code.
 TEST_F(CodeRegion, ChildRundown)
 {
 	perfjit::Session &s = *session_;
 	ExecPage page;
-	int ready[2], go[2];
 
 	ASSERT_FALSE(s.load("jit_inherited", page.at(0), 16));
-	ASSERT_EQ(pipe(ready), 0);
-	ASSERT_EQ(pipe(go), 0);
-	const pid_t child = fork();
-	ASSERT_GE(child, 0);
-	if (child == 0) {
-		char c = 0;
-
-		// The child's first call makes its own registration and thread.
-		const bool ok = !s.load("jit_child", page.at(64), 16);
-		if (write(ready[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
-			_exit(3);
-		_exit(ok ? 0 : 2);
-	}
-	char c;
-	ASSERT_EQ(read(ready[0], &c, 1), 1);
+	// The child's first call makes its own registration and thread.
+	HeldChild child(s, "jit_child", page.at(64), false);
+	ASSERT_TRUE(child.ok());
 	{
-		Recorder recorder(child);
+		Recorder recorder(child.pid());
 		ASSERT_TRUE(recorder.ok());
 		EXPECT_TRUE(eventually([&] {
 			auto seen = recorder.code_regions();
 			return std::any_of(seen.begin(), seen.end(), [&](const Seen &r) {
-				return r.pid == static_cast<uint32_t>(child) &&
+				return r.pid == static_cast<uint32_t>(child.pid()) &&
 				       r.addr == reinterpret_cast<uint64_t>(page.at(0)) &&
 				       (r.flags & kMmap3Rundown);
 			});
 		}));
 	}
-	ASSERT_EQ(write(go[1], "g", 1), 1);
+	EXPECT_TRUE(child.finish());
+}
+
+// The files under @dir/.build-id/.live/*/ but the sessions' locks: the
+// side files pinned.
+size_t pins_in(const std::string &dir)
+{
+	const std::string cmd =
+		"find '" + dir +
+		"/.build-id/.live' -mindepth 2 -type f ! -name lock 2>/dev/null | wc -l";
+
+	return std::stoul(run_output(cmd));
+}
+
+// A process that exits without perfjit_close() removes its pins in exit():
+// its code ends with it. A child that exits before it ever called the
+// library leaves its parent's.
+TEST_F(CodeRegion, PinsGoAtExit)
+{
+	perfjit::Session &s = *session_;
+	ExecPage page;
+	const auto live_dirs = [&] {
+		return run_output("find '" + dir_.path() +
+				  "/.build-id/.live' -mindepth 1 -maxdepth 1 -type d | wc -l");
+	};
+
+	ASSERT_FALSE(s.load("jit_parent", page.at(0), 16));
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok());
+	ASSERT_TRUE(eventually([&] { return pins_in(dir_.path()) == 1; }))
+		<< "the parent's side file was not pinned";
+	pid_t child = fork();
+	ASSERT_GE(child, 0);
+	if (child == 0)
+		exit(0);
 	int status = 0;
 	ASSERT_EQ(waitpid(child, &status, 0), child);
-	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	for (int fd : {ready[0], ready[1], go[0], go[1]})
-		close(fd);
+	EXPECT_EQ(pins_in(dir_.path()), 1u) << "a child's exit() removed its parent's pins";
+
+	HeldChild exits(s, "jit_exits", page.at(64), true);
+	ASSERT_TRUE(exits.ok());
+	{
+		Recorder asks(exits.pid());
+		ASSERT_TRUE(asks.ok());
+		// Its own code's file, and the one of the code it inherited.
+		EXPECT_TRUE(eventually([&] { return pins_in(dir_.path()) == 3; }))
+			<< "the child's side files were not pinned";
+	}
+	EXPECT_TRUE(exits.finish());
+	EXPECT_EQ(pins_in(dir_.path()), 1u) << "the child's pins outlived it";
+	EXPECT_EQ(live_dirs(), "1\n");
 }
 
 // The runtime unloads and loads code while rundowns run: in the time order

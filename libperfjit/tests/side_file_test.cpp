@@ -16,6 +16,7 @@
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -588,6 +589,45 @@ TEST(SideFile, TornFileIsReplaced)
 	}
 }
 
+// Another user's side file that this one cannot read (mode 0600 in a
+// shared directory) is taken as it is: neither checked nor rewritten, and
+// no error, as when it could be read.
+TEST(SideFile, AnotherUsersUnreadableFileIsTakenAsItIs)
+{
+	if (geteuid() != 0)
+		GTEST_SKIP() << "needs root, to be the other user";
+	TempDir dir;
+	const CodeImage image = make_image();
+	const BuildId id = build_id_of(image);
+	const std::string path = side_file_path(dir.path(), id);
+	const CodeImage missing = make_image("jit_missing");
+
+	ASSERT_EQ(store_side_file(dir.path(), image, id), 0);
+	ASSERT_EQ(
+		std::system(
+			("chmod -R a+rwX '" + dir.path() + "'; chmod 0600 '" + path + "'").c_str()),
+		0);
+	const pid_t child = fork();
+	ASSERT_GE(child, 0);
+	if (child == 0) {
+		if (setgid(65534) || setuid(65534))
+			_exit(2);
+		// 2: the child cannot be another user here (a user namespace).
+		const bool taken = refresh_side_file(dir.path(), id) == 0 &&
+				   store_side_file(dir.path(), image, id) == 0;
+		const bool absent = refresh_side_file(dir.path(), build_id_of(missing)) == -ENOENT;
+		_exit(taken && absent ? 0 : 1);
+	}
+	int status = 0;
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 2)
+		GTEST_SKIP() << "setuid(65534) failed: no other user to be here";
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+	struct stat st;
+	ASSERT_EQ(stat(path.c_str(), &st), 0);
+	EXPECT_EQ(st.st_uid, 0u) << "rewritten by the other user";
+}
+
 TEST(SideFile, ConcurrentWritersLeaveOneIntactFile)
 {
 	TempDir dir;
@@ -838,6 +878,97 @@ TEST(DirBound, OldestGoFirstButNeverWhatIsKept)
 	none.add(1);
 	EXPECT_EQ(none.prune(dir.path() + "/nothing", {}, &r), 0);
 	EXPECT_FALSE(none.due());
+}
+
+// The number of session directories under .build-id/.live.
+static size_t pin_dirs(const std::string &dir)
+{
+	std::unique_ptr<DIR, int (*)(DIR *)> d(opendir((dir + "/.build-id/.live").c_str()),
+					       closedir);
+	size_t n = 0;
+
+	while (d && readdir(d.get()))
+		n++;
+	return d ? n - 2 : 0;
+}
+
+// A pinned side file stays through every bound, and comes back from its pin
+// if something removes it anyway; a session that ended without unpinning
+// (killed) leaves pins that the next prune removes.
+TEST(Pins, KeepLiveFilesFromEveryBound)
+{
+	TempDir dir;
+	std::vector<BuildId> ids;
+	std::vector<std::string> paths;
+	for (int i = 0; i < 4; i++) {
+		const std::string name = "jit_pinned_" + std::to_string(i);
+		const CodeImage image = make_image(name.c_str());
+
+		ids.push_back(build_id_of(image));
+		ASSERT_EQ(store_side_file(dir.path(), Pack{image}, ids.back()), 0);
+		paths.push_back(side_file_path(dir.path(), ids.back()));
+		set_mtime(paths.back(), 1000 + i);
+	}
+	auto pins = std::make_unique<Pins>();
+	std::string why;
+	ASSERT_EQ(pins->open(dir.path(), &why), 0) << why;
+	ASSERT_EQ(pins->pin(ids[0], paths[0]), 0);
+	ASSERT_EQ(pins->pin(ids[1], paths[1]), 0);
+	// Two live functions of one build-id (the same code at two addresses):
+	// one unpin leaves the other's pin.
+	ASSERT_EQ(pins->pin(ids[1], paths[1]), 0);
+	EXPECT_EQ(pins->pin(ids[3], paths[3] + ".gone"), -ENOENT);
+
+	// A session killed while it held ids[2] pinned.
+	const pid_t child = fork();
+	ASSERT_GE(child, 0);
+	if (child == 0) {
+		Pins killed;
+
+		_exit(killed.open(dir.path()) || killed.pin(ids[2], paths[2]) ? 1 : 0);
+	}
+	int status = 0;
+	ASSERT_EQ(waitpid(child, &status, 0), child);
+	ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	EXPECT_EQ(pin_dirs(dir.path()), 2u);
+
+	// A bound that keeps nothing: the pinned files stay, the ended
+	// session's pins go and its file with them.
+	DirBound bound(1);
+	bound.add(1);
+	DirBound::Result r;
+	ASSERT_EQ(bound.prune(dir.path(), {}, &r), 0);
+	EXPECT_EQ(r.removed, 2u);
+	for (int i = 0; i < 4; i++)
+		EXPECT_EQ(access(paths[i].c_str(), F_OK) == 0, i < 2) << "file " << i;
+	EXPECT_EQ(pin_dirs(dir.path()), 1u);
+
+	// Removed anyway: back from the pin, whole, with its .build-id/xx
+	// directory if that went too.
+	ASSERT_EQ(unlink(paths[0].c_str()), 0);
+	rmdir(paths[0].substr(0, paths[0].rfind('/')).c_str());
+	ASSERT_EQ(pins->restore(ids[0]), 0);
+	EXPECT_TRUE(side_file_intact(paths[0], ids[0]));
+	EXPECT_EQ(pins->restore(ids[3]), -ENOENT) << "never pinned";
+
+	// Unpinned as often as pinned: the next bound takes it.
+	pins->unpin(ids[1]);
+	bound.add(1);
+	ASSERT_EQ(bound.prune(dir.path(), {}, &r), 0);
+	EXPECT_EQ(r.removed, 0u) << "one of two pins left";
+	pins->unpin(ids[1]);
+	bound.add(1);
+	ASSERT_EQ(bound.prune(dir.path(), {}, &r), 0);
+	EXPECT_EQ(r.removed, 1u);
+	EXPECT_NE(access(paths[1].c_str(), F_OK), 0);
+	EXPECT_EQ(access(paths[0].c_str(), F_OK), 0);
+
+	// A session that ends removes its pins.
+	pins.reset();
+	EXPECT_EQ(pin_dirs(dir.path()), 0u);
+	bound.add(1);
+	ASSERT_EQ(bound.prune(dir.path(), {}, &r), 0);
+	EXPECT_NE(access(paths[0].c_str(), F_OK), 0);
 }
 
 TEST(CodeImage, BadArguments)
