@@ -77,7 +77,13 @@ private:
 			dropped_ = 0;
 		}
 		if (said_ == kBurst) {
-			dropped_++;
+			// Said when it starts: a process that ends within the
+			// window never gets to the count.
+			if (!dropped_++)
+				fprintf(out_,
+					"%s: more messages from libperfjit this minute: counted, "
+					"not shown\n",
+					prefix_);
 			return;
 		}
 		said_++;

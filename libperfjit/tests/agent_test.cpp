@@ -68,6 +68,7 @@ TEST(AgentLog, RateLimited)
 	std::string expected = "agent: warning: message 0\n";
 	for (unsigned i = 1; i < perfjit::agent::StderrLog::kBurst; i++)
 		expected += "agent: error: message " + std::to_string(i) + "\n";
+	expected += "agent: more messages from libperfjit this minute: counted, not shown\n";
 	EXPECT_EQ(contents(out.get()), expected);
 
 	std::this_thread::sleep_for(std::chrono::milliseconds(1100));
