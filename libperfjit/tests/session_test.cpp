@@ -362,11 +362,7 @@ TEST(Session, JitdumpUnwindingRecordBeforeTheLoad)
 	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
 	{
 		perfjit::Session s(&o);
-		perfjit_code c{};
-		c.size = sizeof(c);
-		c.name = "jit_unwound";
-		c.addr = kCode;
-		c.len = 6;
+		perfjit_code c = code_at(kCode, "jit_unwound", 6);
 		c.eh_frame = eh.data();
 		c.eh_frame_len = eh.size();
 
@@ -419,11 +415,7 @@ TEST(Session, JitdumpNoUnwindingRecordForATableThatCannotBeRead)
 	const std::string path = dir.path() + "/jit-" + std::to_string(getpid()) + ".dump";
 	{
 		perfjit::Session s(&o);
-		perfjit_code c{};
-		c.size = sizeof(c);
-		c.name = "jit_plain";
-		c.addr = kCode;
-		c.len = 6;
+		perfjit_code c = code_at(kCode, "jit_plain", 6);
 		c.eh_frame = bad;
 		c.eh_frame_len = sizeof(bad);
 
