@@ -867,7 +867,6 @@ bool side_file_intact(const std::string &path, const BuildId &id)
 int refresh_side_file(const std::string &buildid_dir, const BuildId &id)
 {
 	const std::string path = side_file_path(buildid_dir, id);
-
 	struct stat st;
 
 	// Another user's regular file that this one cannot read (mode 0600 in

@@ -1462,6 +1462,60 @@ TEST_F(CodeRegion, RundownByTheRuntime)
 	ASSERT_EQ(recorder.code_regions().size(), 1u);
 }
 
+// A side file whose copy the library freed, removed with its pin too: the
+// next rundown still announces the code, returns -ESTALE and tells the
+// log, once; the rundowns after it do neither.
+TEST_F(CodeRegion, SideFileLostWithItsPinIsToldOnce)
+{
+	struct Said {
+		std::mutex lock;
+		std::vector<std::string> lines;
+	} said;
+	// A process's sessions all have the library's thread or none.
+	session_.reset();
+	perfjit_options o = options(PERFJIT_MODE_CODE_REGION, dir_.path());
+	o.flags = PERFJIT_OPEN_NO_THREAD;
+	o.log = [](void *arg, int, const char *message) {
+		auto *d = static_cast<Said *>(arg);
+		std::lock_guard<std::mutex> guard(d->lock);
+
+		d->lines.emplace_back(message);
+	};
+	o.log_arg = &said;
+	perfjit::Session s(&o);
+	ASSERT_TRUE(s.ok()) << s.error().message();
+	ExecPage page;
+	char path[4096];
+
+	ASSERT_FALSE(s.load("jit_lost", page.at(0), 16));
+	Recorder recorder;
+	ASSERT_TRUE(recorder.ok());
+	ASSERT_FALSE(s.rundown());
+	ASSERT_EQ(perfjit_side_file(s.get(), page.at(0), path, sizeof(path)), 0);
+	const std::string file = path, name = file.substr(file.rfind('/') + 1);
+	const std::string hex = file.substr(file.rfind('/') - 2, 2) + name;
+	ASSERT_EQ(unlink(file.c_str()), 0);
+	ASSERT_EQ(std::system(("rm '" + dir_.path() + "/.build-id/.live/'*/" + hex).c_str()), 0)
+		<< "no pin of " << hex;
+
+	EXPECT_EQ(s.rundown(), perfjit::make_error(-ESTALE));
+	EXPECT_FALSE(s.rundown()) << "told twice";
+	std::lock_guard<std::mutex> guard(said.lock);
+	EXPECT_EQ(std::count_if(said.lines.begin(), said.lines.end(),
+				[](const std::string &l) {
+					return l.find("missing or not whole") != std::string::npos;
+				}),
+		  1);
+	const auto seen = recorder.code_regions();
+	EXPECT_EQ(std::count_if(seen.begin(), seen.end(),
+				[&](const Seen &r) {
+					return r.addr == reinterpret_cast<uint64_t>(page.at(0)) &&
+					       (r.flags & kMmap3Rundown);
+				}),
+		  3)
+		<< "every rundown announces the code";
+}
+
 // A child of the test that loads @name at @addr into @s, its first call
 // into the library there, says so, and waits for finish() to end: with
 // exit(), whose handlers run, or _exit().
