@@ -473,8 +473,9 @@ class Results:
             "their copies in the build-id cache (jitdump). perf's copies of ordinary ELF files "
             "(libc, kallsyms...) in the build-id cache are the same for every pipeline and are shown "
             "apart (\"other cache\"), not in \"disk\". Hot functions named: the distinct names of "
-            "the truth lines (all hot functions run for tens of ms or more, so all are sampled) found "
-            "as a symbol in the report. Samples named right: the samples whose address and time "
+            "the truth lines of functions that ran 1 ms or more (so that each has samples) found "
+            "as a symbol in the report (`scripts/profile-jit`, which runs each pipeline). Samples "
+            "named right: the samples whose address and time "
             "fall in a hot function's code while it was live (the demo prints both, on "
             "CLOCK_MONOTONIC like `-k 1`) and that `perf script` names after that function "
             "(`scripts/check-demo-names-by-time`); perf-PID.map has one name per address for the whole run, "
@@ -590,7 +591,8 @@ class Results:
         return "\n".join(md)
 
     # ---- 5. report throughput ----
-    # perf report's time per mode in @rows: (medians, runs ok, first row).
+    # perf report's time per mode in @rows (report.csv, wx.csv): the
+    # medians, the times of the runs that ended ok, and each mode's first row.
     @staticmethod
     def report_medians(rows):
         by = defaultdict(list)
@@ -659,12 +661,7 @@ class Results:
             md.append("No results.")
             self.targets.append((name, "not measured", "MISS"))
             return "\n".join(md)
-        by = defaultdict(list)
-        first = {}
-        for r in self.wx:
-            if r["status"] == "ok":
-                by[r["mode"]].append(num(r["report_s"]))
-            first.setdefault(r["mode"], r)
+        meds, by, first = self.report_medians(self.wx)
         funcs = int(self.info.get("wx_funcs", 0) or 0)
         runs = len({r["run"] for r in self.wx})
         md.append(
@@ -676,7 +673,6 @@ class Results:
             f"the report's time is that of the mapping records, not of the samples.")
         md.append("")
         rows = []
-        meds = {m: med(v) for m, v in by.items()}
         base = meds.get("perf-map")
         for m, label in (("code-region", "code regions"), ("perf-map", "perf-PID.map")):
             if m not in first:
