@@ -43,10 +43,10 @@
 
 #include <perfjit.h>
 
+#include "bench.h"
+
 namespace {
 
-constexpr int kAttrFlagsOffset = 40; // the u64 of bitfields in perf_event_attr
-constexpr int kAttrBitMmap3 = 40;
 constexpr uint32_t kRecordMmap3 = 23;
 constexpr uint16_t kMmap3CodeRegion = 1;
 constexpr size_t kRbPages = 256;
@@ -59,14 +59,6 @@ const char *const mode_names[NR_MODES] = { "code-region-rec", "code-region-rec-m
 					   "code-region-idle", "perf-map", "jitdump" };
 constexpr size_t kGroup = 64; // functions per perfjit_load_many() in CR_REC_MANY
 
-uint64_t now_ns()
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 // A PERF_COUNT_SW_DUMMY event with mmap3 and code_regions on this process,
 // with a ring buffer.
 struct Recorder {
@@ -77,21 +69,13 @@ struct Recorder {
 
 	int open()
 	{
-		perf_event_attr attr{};
-		uint64_t flags;
+		perf_event_attr attr;
 
-		attr.size = sizeof(attr);
-		attr.type = PERF_TYPE_SOFTWARE;
-		attr.config = PERF_COUNT_SW_DUMMY;
-		attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-		attr.sample_id_all = 1;
-		attr.exclude_kernel = 1;
-		attr.exclude_hv = 1;
-		memcpy(&flags, reinterpret_cast<char *>(&attr) + kAttrFlagsOffset, sizeof(flags));
+		bench_attr_init(&attr);
 		// mmap3, and code_regions: the kernel gives code regions to
 		// recorders that ask for them only.
-		flags |= 1ull << kAttrBitMmap3 | 1ull << (kAttrBitMmap3 + 1);
-		memcpy(reinterpret_cast<char *>(&attr) + kAttrFlagsOffset, &flags, sizeof(flags));
+		bench_attr_set(&attr, BENCH_ATTR_BIT_MMAP3);
+		bench_attr_set(&attr, BENCH_ATTR_BIT_CODE_REGIONS);
 		fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
 		if (fd < 0)
 			return -errno;
@@ -269,7 +253,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 		const size_t group = mode == CR_REC_MANY ? kGroup : 1;
 		std::vector<perfjit_code> codes(group);
 		std::vector<const perfjit_code *> ptrs(group);
-		const uint64_t t0 = now_ns();
+		const uint64_t t0 = bench_now_ns();
 		for (size_t i = done; i < done + k; i += group) {
 			const size_t g = std::min(group, done + k - i);
 			for (size_t j = 0; j < g; j++) {
@@ -288,7 +272,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 				exit(1);
 			}
 		}
-		total += now_ns() - t0;
+		total += bench_now_ns() - t0;
 		done += k;
 		rec.drain();
 	}
@@ -297,7 +281,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 	total = 0;
 	for (size_t done = 0; done < n;) {
 		const size_t k = std::min(batch, n - done);
-		const uint64_t t0 = now_ns();
+		const uint64_t t0 = bench_now_ns();
 		for (size_t i = done; i < done + k; i++) {
 			err = perfjit_unload(s, code + i * kFnSize);
 			if (err) {
@@ -306,7 +290,7 @@ Result run(Mode mode, size_t n, size_t batch, const std::string &tmp, bool quiet
 				exit(1);
 			}
 		}
-		total += now_ns() - t0;
+		total += bench_now_ns() - t0;
 		done += k;
 		rec.drain();
 	}

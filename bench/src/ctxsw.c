@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* As in include/uapi/linux/prctl.h of the series. */
 #define PR_PERF_CODE_REGION		82
 #define PR_PERF_CODE_REGION_REGISTER	2
@@ -72,14 +74,6 @@ static uint64_t drain(int efd)
 	if (efd < 0 || read(efd, &n, sizeof(n)) != sizeof(n))
 		return 0;
 	return n;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 int main(int argc, char **argv)
@@ -147,14 +141,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ctxsw: the child did not start\n");
 		return 1;
 	}
-	start = now_ns();
+	start = bench_now_ns();
 	for (k = 0; k < n; k++) {
 		if (write(ping[1], &c, 1) != 1 || read(pong[0], &c, 1) != 1) {
 			fprintf(stderr, "ctxsw: the child stopped\n");
 			return 1;
 		}
 	}
-	end = now_ns();
+	end = bench_now_ns();
 	if (read(pong[0], &child_signals, sizeof(child_signals)) != sizeof(child_signals) ||
 	    waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status)) {
 		fprintf(stderr, "ctxsw: the child failed\n");

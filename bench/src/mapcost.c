@@ -48,9 +48,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* Not in the host's uapi headers: PERF_RECORD_MMAP3 (the patched 6.12). */
-#define ATTR_FLAGS_OFFSET 40		/* the u64 of bitfields in perf_event_attr */
-#define ATTR_BIT_MMAP3 40
 #define REC_MMAP3 23
 #define MMAP3_FIXED_SIZE_OFF 76	/* u16: where build_id[] starts (80) */
 #define MMAP3_FLAGS_OFF 72
@@ -80,14 +80,6 @@ static void die(const char *what)
 	exit(1);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---- the recording event ---- */
 
 struct recorder {
@@ -114,21 +106,13 @@ struct recorder {
 static int rec_open(struct recorder *r, int mode)
 {
 	struct perf_event_attr attr;
-	uint64_t flags;
 
 	memset(r, 0, sizeof(*r));
 	r->fd = -1;
 	r->mode = mode;
 	if (mode == M_NONE)
 		return 0;
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.type = PERF_TYPE_SOFTWARE;
-	attr.config = PERF_COUNT_SW_DUMMY;
-	attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-	attr.sample_id_all = 1;
-	attr.exclude_kernel = 1;
-	attr.exclude_hv = 1;
+	bench_attr_init(&attr);
 	switch (mode) {
 	case M_MMAP:
 		attr.mmap = 1;
@@ -147,9 +131,7 @@ static int rec_open(struct recorder *r, int mode)
 		attr.build_id = 1;
 		break;
 	case M_MMAP3:
-		memcpy(&flags, (char *)&attr + ATTR_FLAGS_OFFSET, sizeof(flags));
-		flags |= 1ull << ATTR_BIT_MMAP3;
-		memcpy((char *)&attr + ATTR_FLAGS_OFFSET, &flags, sizeof(flags));
+		bench_attr_set(&attr, BENCH_ATTR_BIT_MMAP3);
 		break;
 	}
 	r->fd = (int)syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
@@ -461,11 +443,11 @@ static double timed(struct recorder *r, void (*fn)(void), long n, long batch)
 
 	for (long done = 0; done < n;) {
 		long k = n - done < batch ? n - done : batch;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 
 		for (long i = 0; i < k; i++)
 			fn();
-		total += now_ns() - t0;
+		total += bench_now_ns() - t0;
 		done += k;
 		rec_drain(r);
 	}
@@ -786,11 +768,11 @@ static int cmd_loop(const struct opts *o)
 	uint64_t t0;
 
 	map_fd = open_map_file(o->file);
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (long i = 0; i < o->iters; i++)
 		map_once();
 	fprintf(stderr, "mapcost: %ld mmap+munmap of %s in %.3f s\n", o->iters, o->file,
-		(double)(now_ns() - t0) / 1e9);
+		(double)(bench_now_ns() - t0) / 1e9);
 	return 0;
 }
 

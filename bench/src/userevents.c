@@ -49,11 +49,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 /* Of the patched kernel, not in the host's headers. */
 #define PR_PERF_CODE_REGION		82
 #define PR_PERF_CODE_REGION_ANNOUNCE	1
-#define ATTR_FLAGS_OFFSET		40	/* the u64 of bitfields */
-#define ATTR_BIT_CODE_REGIONS		41
 #define REC_MMAP3			23
 
 struct code_region {
@@ -91,14 +91,6 @@ struct user_reg {
 enum mode { PRCTL_IDLE, PRCTL_REC, UE_IDLE, UE_REC, UPROBE_REC, NR_MODES };
 static const char *const mode_names[NR_MODES] = { "prctl-idle", "prctl-rec", "ue-idle",
 						  "ue-rec", "uprobe-rec" };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 struct rb {
 	int fd;
@@ -176,18 +168,6 @@ static void rb_close(struct rb *rb)
 	rb->fd = -1;
 }
 
-static struct perf_event_attr base_attr(void)
-{
-	struct perf_event_attr attr;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.size = sizeof(attr);
-	attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-	attr.sample_id_all = 1;
-	attr.exclude_kernel = 1;
-	attr.exclude_hv = 1;
-	return attr;
-}
 
 /* The registered user_event: its write index and its tracepoint id. */
 static int ue_fd = -1;
@@ -335,7 +315,7 @@ struct result {
 static struct result run(enum mode mode, unsigned char *code, size_t n, char (*names)[32])
 {
 	struct result res = { 0 };
-	struct perf_event_attr attr = base_attr();
+	struct perf_event_attr attr;
 	struct rb rb = { .fd = -1 };
 	uint8_t bid[20];
 	uint64_t total = 0;
@@ -344,14 +324,9 @@ static struct result run(enum mode mode, unsigned char *code, size_t n, char (*n
 
 	for (i = 0; i < sizeof(bid); i++)
 		bid[i] = (uint8_t)(0x10 + i);
+	bench_attr_init(&attr);
 	if (mode == PRCTL_REC) {
-		uint64_t flags;
-
-		attr.type = PERF_TYPE_SOFTWARE;
-		attr.config = PERF_COUNT_SW_DUMMY;
-		memcpy(&flags, (char *)&attr + ATTR_FLAGS_OFFSET, sizeof(flags));
-		flags |= 1ull << ATTR_BIT_CODE_REGIONS;
-		memcpy((char *)&attr + ATTR_FLAGS_OFFSET, &flags, sizeof(flags));
+		bench_attr_set(&attr, BENCH_ATTR_BIT_CODE_REGIONS);
 		err = rb_open(&rb, &attr, REC_MMAP3);
 	} else if (mode == UE_REC || mode == UPROBE_REC) {
 		attr.type = PERF_TYPE_TRACEPOINT;
@@ -374,7 +349,7 @@ static struct result run(enum mode mode, unsigned char *code, size_t n, char (*n
 	}
 	for (done = 0; done < n; done += BATCH) {
 		size_t k = n - done < BATCH ? n - done : BATCH;
-		uint64_t t0 = now_ns();
+		uint64_t t0 = bench_now_ns();
 
 		for (i = done; i < done + k && !err; i++) {
 			uint64_t addr = (uint64_t)(uintptr_t)(code + i * FN_SIZE);
@@ -389,7 +364,7 @@ static struct result run(enum mode mode, unsigned char *code, size_t n, char (*n
 			else
 				err = cr_write(addr, FN_SIZE, names[i], bid);
 		}
-		total += now_ns() - t0;
+		total += bench_now_ns() - t0;
 		rb_drain(&rb);
 		if (err)
 			break;
